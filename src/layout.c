@@ -1,0 +1,73 @@
+/* Parameter layout (shared by both precisions) and the dropout stream helpers. */
+#include <string.h>
+
+#include "mha_internal.h"
+
+/* The 8 tensors in PyTorch state_dict order. Tensor t belongs to linear layer
+ * t / 2 (q, k, v, o); even t is the weight [D, D], odd t the bias [D]. Layer l
+ * starts at l·(D² + D): weight first, then bias. */
+static const char *const tensor_names[MHA_NUM_TENSORS] = {
+    "w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias",
+    "w_v.weight", "w_v.bias", "w_o.weight", "w_o.bias",
+};
+
+int mha_param_count(size_t model_dim, size_t *count)
+{
+    size_t d2, per_layer, total;
+    if (count == NULL || model_dim == 0)
+        return MHA_EINVAL;
+    if (__builtin_mul_overflow(model_dim, model_dim, &d2) ||
+        __builtin_add_overflow(d2, model_dim, &per_layer) ||
+        __builtin_mul_overflow(per_layer, (size_t)4, &total))
+        return MHA_EOVERFLOW;
+    *count = total;
+    return MHA_OK;
+}
+
+int mha_tensor_info_at(size_t model_dim, size_t index, mha_tensor_info *info)
+{
+    size_t total;
+    if (info == NULL || index >= MHA_NUM_TENSORS)
+        return MHA_EINVAL;
+    int st = mha_param_count(model_dim, &total);
+    if (st != MHA_OK)
+        return st;
+    size_t d = model_dim, layer = index / 2;
+    int is_bias = (int)(index % 2);
+    info->name = tensor_names[index];
+    info->offset = layer * (d * d + d) + (is_bias ? d * d : 0);
+    info->numel = is_bias ? d : d * d;
+    info->ndim = is_bias ? 1 : 2;
+    info->shape[0] = d;
+    info->shape[1] = is_bias ? 0 : d;
+    return MHA_OK;
+}
+
+int mha_tensor_info_find(size_t model_dim, const char *name, mha_tensor_info *info)
+{
+    if (name == NULL || info == NULL)
+        return MHA_EINVAL;
+    for (size_t t = 0; t < MHA_NUM_TENSORS; t++)
+        if (strcmp(name, tensor_names[t]) == 0)
+            return mha_tensor_info_at(model_dim, t, info);
+    return MHA_ENOTFOUND;
+}
+
+uint64_t mha__dropout_threshold(double p)
+{
+    /* p·2^32 is exact in double; truncation toward zero; p = 1 gives 2^32,
+     * above every 32-bit output, so everything is dropped. */
+    return (uint64_t)(p * 4294967296.0);
+}
+
+void mha__dropout_bits(const mha_pcg32 *stream0, uint64_t pos, size_t count, uint64_t threshold,
+                       uint64_t *bits)
+{
+    mha_pcg32 rng = *stream0;
+    mha_pcg32_advance(&rng, pos);
+    size_t words = (count + 63) / 64;
+    memset(bits, 0, words * sizeof *bits);
+    for (size_t e = 0; e < count; e++)
+        if ((uint64_t)mha_pcg32_next(&rng) >= threshold)
+            bits[e >> 6] |= (uint64_t)1 << (e & 63);
+}

@@ -1,0 +1,10 @@
+/* float32 instantiation of src/mha_core.inc: mha_* and mha__s* symbols. */
+#include <cblas.h>
+#include <math.h>
+
+#define REAL float
+#define X(name) mha_##name           /* public names  */
+#define PRIV(name) mha__s##name         /* internal names */
+#define REAL_EXP expf
+#define CBLAS_GEMM cblas_sgemm
+#include "mha_core.inc"

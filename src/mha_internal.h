@@ -1,0 +1,50 @@
+/* Private helpers shared between the library's source files. Never installed.
+ * Internal names carry the prefix mha__ (two underscores). */
+#ifndef MHA_INTERNAL_H
+#define MHA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mha.h"
+
+/* ---- Dropout stream (README, "Dropout stream") ------------------------------
+ * Weight (b, h, i, j) of training call n is decided by the output at position
+ *   n·2^MHA_DROPOUT_CALL_SHIFT + ((b·H + h)·Sq + i)·Sk + j
+ * of PCG32(seed, MHA_PCG32_STREAM_DROPOUT): kept iff output >= threshold. */
+#define MHA_DROPOUT_CALL_SHIFT 40
+#define MHA_DROPOUT_MAX_ELEMS ((uint64_t)1 << MHA_DROPOUT_CALL_SHIFT)
+
+/* floor(p · 2^32): the drop threshold for a 32-bit output. */
+uint64_t mha__dropout_threshold(double p);
+
+/* Keep-bits of `count` consecutive stream positions starting at `pos`:
+ * bit e of bits[] (word e/64, bit e%64) = 1 iff position pos+e is kept.
+ * bits has (count + 63) / 64 words; they are fully overwritten. */
+void mha__dropout_bits(const mha_pcg32 *stream0, uint64_t pos, size_t count, uint64_t threshold,
+                       uint64_t *bits);
+
+/* ---- GEMM, row-major: C = alpha·op(A)·op(B) + beta·C --------------------------
+ *   op(A) is [M, K], op(B) is [K, N], C is [M, N]; lda/ldb/ldc are row strides.
+ *   trans = 0: op(X) = X;  trans = 1: op(X) = Xᵀ (X stored [K, M] or [N, K]).
+ * Three versions per precision (s = float, d = double):
+ *   gemm_blas   CBLAS (OpenBLAS); dimensions must fit blasint (the caller checks);
+ *               only ever called outside OpenMP regions.
+ *   gemm_small  own loops, for the per-head products inside OpenMP regions, where
+ *               calling the threaded OpenBLAS is not safe.
+ *   gemm_ref    the naive triple loop tests compare the other two against. */
+#define MHA__DECLARE_GEMM(R, p)                                                              \
+    void mha__##p##gemm_blas(int ta, int tb, size_t M, size_t N, size_t K, R alpha,          \
+                             const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,    \
+                             size_t ldc);                                                     \
+    void mha__##p##gemm_small(int ta, int tb, size_t M, size_t N, size_t K, R alpha,         \
+                              const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,   \
+                              size_t ldc);                                                    \
+    void mha__##p##gemm_ref(int ta, int tb, size_t M, size_t N, size_t K, R alpha,           \
+                            const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,     \
+                            size_t ldc);
+MHA__DECLARE_GEMM(float, s)
+MHA__DECLARE_GEMM(double, d)
+#undef MHA__DECLARE_GEMM
+
+#endif /* MHA_INTERNAL_H */
