@@ -73,7 +73,10 @@ typedef struct mha_gc_result {
  * defaults. Values are restored exactly (the saved value is written back) even
  * when the callback fails. Returns 0 (MHA_OK) whether or not the gradients pass —
  * read results[t].worst_ratio — or MHA_EINVAL (NULL pointers, non-finite or
- * negative options), or the callback's nonzero return. */
+ * negative options; nothing evaluated), MHA_ENOMEM / MHA_EOVERFLOW (direction
+ * mode copies each tensor), or the callback's nonzero return. After a failure,
+ * results[] is filled for the tensors finished before it and untouched for the
+ * rest. */
 MHA_API int mha_gradcheck(mha_gc_loss_fn loss, void *ctx, const mha_gc_tensor *tensors,
                           size_t count, const mha_gc_options *opt, mha_gc_result *results);
 

@@ -47,7 +47,7 @@ MHA_API uint32_t mha_pcg32_next(mha_pcg32 *rng);
 
 /* Unbiased draw in [0, bound) into *out, by rejection: threshold =
  * (2^32 − bound) mod bound, draw until r >= threshold, *out = r mod bound.
- * Returns 0, or −1 (MHA_EINVAL) for bound == 0 or out == NULL, drawing nothing. */
+ * Returns 0, or −1 (MHA_EINVAL) for bound == 0 or a NULL rng/out, drawing nothing. */
 MHA_API int mha_pcg32_bounded(mha_pcg32 *rng, uint32_t bound, uint32_t *out);
 
 /* Jump ahead by delta steps in O(log delta) (Brown 1994); delta is taken mod 2^64,

@@ -1,0 +1,514 @@
+/*
+ * Tests of the public gradient checker mha_gradcheck (src/gradcheck.c,
+ * include/mha_gradcheck.h): it passes correct gradients, catches wrong ones and
+ * points at them, restores the values bit for bit, and rejects bad arguments.
+ *
+ * Test problem, two tensors x [N] and w [N], fixed r [N]:
+ *   L(x, w) = Σ_i r_i·sin(w_i·x_i) + (Σ_i x_i)²
+ *   dL/dx_i = r_i·w_i·cos(w_i·x_i) + 2·Σ_j x_j      dL/dw_i = r_i·x_i·cos(w_i·x_i)
+ * N is odd, so Σ v_i ≠ 0 for every ±1 direction v (used by the direction tests).
+ *
+ * All tests share the prefix gradcheck_ (cmocka_set_test_filter("gradcheck_*")).
+ */
+#include "test_util.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "mha.h"
+
+enum { N = 9 };
+
+typedef struct sine_problem {
+    double x[N], w[N], r[N]; /* values checked (x, w) and fixed weights r       */
+    double gx[N], gw[N];     /* analytic gradients at the unperturbed point      */
+    double x0[N], w0[N];     /* copies of the unperturbed x, w                   */
+    size_t calls;            /* loss evaluations so far                          */
+    size_t fail_at;          /* return fail_code on this call (1-based); 0 never */
+    int fail_code;
+    int perturbed_at_failure; /* x or w differed from x0, w0 when it failed      */
+} sine_problem;
+
+/* L(x, w) as above; counts calls and fails on call fail_at. */
+static int sine_loss(void *ctx, double *loss)
+{
+    sine_problem *p = ctx;
+    p->calls++;
+    if (p->calls == p->fail_at) {
+        p->perturbed_at_failure =
+            memcmp(p->x, p->x0, sizeof p->x) != 0 || memcmp(p->w, p->w0, sizeof p->w) != 0;
+        return p->fail_code;
+    }
+    double s = 0.0, l = 0.0;
+    for (size_t i = 0; i < N; i++) {
+        l += p->r[i] * sin(p->w[i] * p->x[i]);
+        s += p->x[i];
+    }
+    *loss = l + s * s;
+    return 0;
+}
+
+/* Fill x, w, r from fixed seeds and set the correct analytic gradient. */
+static void sine_setup(sine_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    fill_uniform(p->x, N, -2.0, 2.0, 101u);
+    fill_uniform(p->w, N, 0.5, 2.0, 202u);
+    fill_uniform(p->r, N, -1.0, 1.0, 303u);
+    /* Two values smaller than the step h = 1e-5, where (v + h) − h != v: restoring
+     * by undoing the step would change their bits. */
+    p->x[0] = 3.0e-6 + 1e-22;
+    p->w[N - 1] = 2.5e-6 + 1e-22;
+    double s = 0.0;
+    for (size_t i = 0; i < N; i++)
+        s += p->x[i];
+    for (size_t i = 0; i < N; i++) {
+        double c = cos(p->w[i] * p->x[i]);
+        p->gx[i] = p->r[i] * p->w[i] * c + 2.0 * s;
+        p->gw[i] = p->r[i] * p->x[i] * c;
+    }
+    memcpy(p->x0, p->x, sizeof p->x);
+    memcpy(p->w0, p->w, sizeof p->w);
+}
+
+static void sine_tensors(sine_problem *p, mha_gc_tensor t[2])
+{
+    t[0] = (mha_gc_tensor){"x", p->x, p->gx, N};
+    t[1] = (mha_gc_tensor){"w", p->w, p->gw, N};
+}
+
+/* x and w hold exactly their original bits. */
+static void assert_values_restored(const sine_problem *p)
+{
+    assert_memory_equal(p->x, p->x0, sizeof p->x);
+    assert_memory_equal(p->w, p->w0, sizeof p->w);
+}
+
+/* The correct gradient passes in element mode: every element of both tensors is
+ * compared (2 calls each), the errors are tiny but nonzero (real differences were
+ * taken), and the values come back unchanged. */
+static void gradcheck_correct_gradient_passes_elements(void **unused)
+{
+    (void)unused;
+    sine_problem p;
+    sine_setup(&p);
+    mha_gc_tensor t[2];
+    sine_tensors(&p, t);
+    mha_gc_result res[2];
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, NULL, res), MHA_OK);
+    assert_int_equal(p.calls, 2u * 2u * N);
+    for (int k = 0; k < 2; k++) {
+        print_message("%s: worst_ratio %.3g max_abs_err %.3g max_rel_err %.3g\n", t[k].name,
+                      res[k].worst_ratio, res[k].max_abs_err, res[k].max_rel_err);
+        assert_int_equal(res[k].compared, N);
+        assert_true(res[k].worst_ratio <= 1.0);
+        assert_true(res[k].max_abs_err > 0.0 && res[k].max_abs_err < 1e-8);
+        assert_true(res[k].worst_index < N);
+        assert_true(res[k].worst_analytic == t[k].grad[res[k].worst_index]);
+        assert_close(res[k].worst_numeric, res[k].worst_analytic, 1e-8, 0.0);
+    }
+    assert_values_restored(&p);
+}
+
+/* The correct gradient passes in random-direction mode: m directions per tensor
+ * (2m calls each), compared == m, and the values come back unchanged. */
+static void gradcheck_correct_gradient_passes_directions(void **unused)
+{
+    (void)unused;
+    sine_problem p;
+    sine_setup(&p);
+    mha_gc_tensor t[2];
+    sine_tensors(&p, t);
+    mha_gc_result res[2];
+    const mha_gc_options opt = {.directions = 16, .seed = 7u};
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &opt, res), MHA_OK);
+    assert_int_equal(p.calls, 2u * 2u * 16u);
+    for (int k = 0; k < 2; k++) {
+        print_message("%s: worst_ratio %.3g max_abs_err %.3g\n", t[k].name, res[k].worst_ratio,
+                      res[k].max_abs_err);
+        assert_int_equal(res[k].compared, 16u);
+        assert_true(res[k].worst_ratio <= 1.0);
+        assert_true(res[k].max_abs_err > 0.0 && res[k].max_abs_err < 1e-7);
+        assert_true(res[k].worst_index < 16u);
+    }
+    assert_values_restored(&p);
+}
+
+/* In element mode a gradient with one element off by 1e-4 fails, for every
+ * element of either tensor, worst_index names that element, the reported pair is
+ * (wrong analytic, true numeric), and the other tensor still passes. */
+static void gradcheck_perturbed_element_is_found(void **unused)
+{
+    (void)unused;
+    for (int which = 0; which < 2; which++) {
+        for (size_t k = 0; k < N; k++) {
+            sine_problem p;
+            sine_setup(&p);
+            double *g = which == 0 ? p.gx : p.gw;
+            const double truth = g[k];
+            g[k] += 1e-4;
+            mha_gc_tensor t[2];
+            sine_tensors(&p, t);
+            mha_gc_result res[2];
+            assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, NULL, res), MHA_OK);
+            const mha_gc_result *bad = &res[which], *good = &res[1 - which];
+            assert_true(bad->worst_ratio > 1.0);
+            assert_int_equal(bad->worst_index, k);
+            assert_true(bad->worst_analytic == truth + 1e-4);
+            assert_close(bad->worst_numeric, truth, 1e-8, 0.0);
+            assert_close(bad->max_abs_err, 1e-4, 1e-8, 0.0);
+            /* worst_ratio follows the documented formula */
+            assert_close(bad->worst_ratio,
+                         fabs(bad->worst_analytic - bad->worst_numeric) /
+                             (1e-7 + 1e-6 * fabs(bad->worst_numeric)),
+                         0.0, 1e-12);
+            assert_true(good->worst_ratio <= 1.0);
+            assert_values_restored(&p);
+        }
+    }
+}
+
+/* Random-direction mode flags wrong gradients: the (Σx)² term with a dropped
+ * factor 2 in dL/dx, and one element of dL/dw off by 1e-3; the correct tensor
+ * next to it still passes. */
+static void gradcheck_directions_flag_wrong_gradient(void **unused)
+{
+    (void)unused;
+    const mha_gc_options opt = {.directions = 8, .seed = 11u};
+    mha_gc_result res[2];
+    mha_gc_tensor t[2];
+
+    sine_problem p;
+    sine_setup(&p);
+    double s = 0.0;
+    for (size_t i = 0; i < N; i++)
+        s += p.x[i];
+    assert_true(fabs(s) > 0.1); /* premise: the dropped term is not ~0 */
+    for (size_t i = 0; i < N; i++)
+        p.gx[i] -= s; /* r·w·cos + Σx instead of + 2Σx */
+    sine_tensors(&p, t);
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &opt, res), MHA_OK);
+    print_message("dropped 2: x worst_ratio %.3g, w worst_ratio %.3g\n", res[0].worst_ratio,
+                  res[1].worst_ratio);
+    assert_true(res[0].worst_ratio > 1.0);
+    assert_true(res[0].worst_index < 8u);
+    assert_true(res[1].worst_ratio <= 1.0);
+    assert_values_restored(&p);
+
+    sine_setup(&p);
+    p.gw[4] += 1e-3;
+    sine_tensors(&p, t);
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &opt, res), MHA_OK);
+    print_message("w[4] off by 1e-3: x worst_ratio %.3g, w worst_ratio %.3g\n",
+                  res[0].worst_ratio, res[1].worst_ratio);
+    assert_true(res[0].worst_ratio <= 1.0);
+    assert_true(res[1].worst_ratio > 1.0);
+    /* every direction sees the error ±1e-3 exactly once */
+    assert_close(res[1].max_abs_err, 1e-3, 1e-7, 0.0);
+    assert_values_restored(&p);
+}
+
+/* A NaN in the analytic gradient fails the tensor (worst_ratio is not <= 1) and
+ * worst_index points at it, in both modes. */
+static void gradcheck_nan_gradient_fails(void **unused)
+{
+    (void)unused;
+    for (size_t m = 0; m <= 4; m += 4) {
+        sine_problem p;
+        sine_setup(&p);
+        p.gx[2] = NAN;
+        mha_gc_tensor t[2];
+        sine_tensors(&p, t);
+        mha_gc_result res[2];
+        const mha_gc_options opt = {.directions = m, .seed = 3u};
+        assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &opt, res), MHA_OK);
+        assert_false(res[0].worst_ratio <= 1.0);
+        if (m == 0)
+            assert_int_equal(res[0].worst_index, 2u);
+        assert_true(res[1].worst_ratio <= 1.0);
+        assert_values_restored(&p);
+    }
+}
+
+/* The values come back bit-exact after a full check in both modes, on values where
+ * (x + h) − h != x for some elements (so undoing the step arithmetically would not
+ * restore them). */
+static void gradcheck_values_restored_bit_exact(void **unused)
+{
+    (void)unused;
+    sine_problem p;
+    sine_setup(&p);
+    int inexact = 0;
+    for (size_t i = 0; i < N; i++) {
+        volatile double up = p.x[i] + 1e-5, back = up - 1e-5;
+        volatile double upw = p.w[i] - 1e-5, backw = upw + 1e-5;
+        inexact += back != p.x[i];
+        inexact += backw != p.w[i];
+    }
+    print_message("%d of %d values do not survive ±h arithmetically\n", inexact, 2 * N);
+    assert_true(inexact > 0); /* premise */
+    mha_gc_tensor t[2];
+    sine_tensors(&p, t);
+    mha_gc_result res[2];
+    for (size_t m = 0; m <= 5; m += 5) {
+        const mha_gc_options opt = {.directions = m, .seed = 5u};
+        assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &opt, res), MHA_OK);
+        assert_values_restored(&p);
+    }
+}
+
+/* When the callback fails, its return code comes back, no further calls are made,
+ * the values (perturbed at that moment) are restored bit-exact, results of
+ * unfinished tensors are untouched: element and direction mode, failing on each
+ * of the calls 1..4 and on the 3rd call of the second tensor. */
+static void gradcheck_callback_failure_restores_values(void **unused)
+{
+    (void)unused;
+    const int codes[2] = {42, -77};
+    for (size_t m = 0; m <= 3; m += 3) {
+        size_t per_tensor = m == 0 ? 2u * N : 2u * m; /* calls per tensor */
+        const size_t fails[] = {1, 2, 3, 4, per_tensor + 3};
+        for (size_t f = 0; f < sizeof fails / sizeof fails[0]; f++) {
+            sine_problem p;
+            sine_setup(&p);
+            p.fail_at = fails[f];
+            p.fail_code = codes[f % 2];
+            mha_gc_tensor t[2];
+            sine_tensors(&p, t);
+            mha_gc_result res[2];
+            memset(res, 0xA5, sizeof res);
+            mha_gc_result sentinel;
+            memset(&sentinel, 0xA5, sizeof sentinel);
+            const mha_gc_options opt = {.directions = m, .seed = 9u};
+
+            assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &opt, res), p.fail_code);
+            assert_int_equal(p.calls, fails[f]);
+            assert_true(p.perturbed_at_failure); /* premise: a restore was needed */
+            assert_values_restored(&p);
+            if (fails[f] > per_tensor) { /* failed in tensor 1: tensor 0 is done */
+                assert_int_equal(res[0].compared, m == 0 ? N : m);
+                assert_true(res[0].worst_ratio <= 1.0);
+            } else {
+                assert_memory_equal(&res[0], &sentinel, sizeof sentinel);
+            }
+            assert_memory_equal(&res[1], &sentinel, sizeof sentinel);
+        }
+    }
+}
+
+/* What the loss sees: in element mode call 2k+1 has element k at x_k + h and call
+ * 2k+2 at x_k − h with everything else untouched; in direction mode every element
+ * of the one tensor is at x_i ± h, the − call mirrors the + call, and the signs
+ * are mixed. */
+typedef struct probe {
+    sine_problem *p;
+    double h;
+    size_t directions;
+    int violations;
+    int plus_signs, minus_signs;
+    int last_sign[N]; /* the + call's signs, for the − call */
+} probe;
+
+static int probe_loss(void *ctx, double *loss)
+{
+    probe *q = ctx;
+    sine_problem *p = q->p;
+    size_t call = p->calls; /* 0-based index of this call */
+    int rc = sine_loss(p, loss);
+    if (q->directions == 0) {
+        size_t k = call / 2, tensor = k / N, elem = k % N;
+        double sign = call % 2 == 0 ? 1.0 : -1.0;
+        for (size_t i = 0; i < N; i++) {
+            double ex = p->x0[i], ew = p->w0[i];
+            if (i == elem && tensor == 0)
+                ex = p->x0[i] + sign * q->h;
+            if (i == elem && tensor == 1)
+                ew = p->w0[i] + sign * q->h;
+            q->violations += p->x[i] != ex;
+            q->violations += p->w[i] != ew;
+        }
+    } else {
+        size_t tensor = call / (2 * q->directions);
+        int plus = call % 2 == 0;
+        const double *v = tensor == 0 ? p->x : p->w, *v0 = tensor == 0 ? p->x0 : p->w0;
+        const double *o = tensor == 0 ? p->w : p->x, *o0 = tensor == 0 ? p->w0 : p->x0;
+        for (size_t i = 0; i < N; i++) {
+            double d = (v[i] - v0[i]) / q->h;
+            int s = d > 0.0 ? 1 : -1;
+            q->violations += fabs(fabs(d) - 1.0) > 1e-6;
+            q->violations += o[i] != o0[i];
+            if (plus) {
+                q->last_sign[i] = s;
+                q->plus_signs += s > 0;
+                q->minus_signs += s < 0;
+            } else {
+                q->violations += s != -q->last_sign[i];
+            }
+        }
+    }
+    return rc;
+}
+
+/* The checker perturbs exactly as documented, in both modes. */
+static void gradcheck_perturbation_pattern(void **unused)
+{
+    (void)unused;
+    for (size_t m = 0; m <= 12; m += 12) {
+        sine_problem p;
+        sine_setup(&p);
+        probe q = {.p = &p, .h = 1e-5, .directions = m};
+        mha_gc_tensor t[2];
+        sine_tensors(&p, t);
+        mha_gc_result res[2];
+        const mha_gc_options opt = {.directions = m, .seed = 21u};
+        assert_int_equal(mha_gradcheck(probe_loss, &q, t, 2, &opt, res), MHA_OK);
+        assert_int_equal(p.calls, m == 0 ? 4u * N : 4u * m);
+        assert_int_equal(q.violations, 0);
+        if (m > 0) {
+            print_message("direction signs: %d plus, %d minus\n", q.plus_signs, q.minus_signs);
+            assert_int_equal(q.plus_signs + q.minus_signs, 2 * (int)m * N);
+            assert_true(q.plus_signs > (int)m * N / 2 && q.minus_signs > (int)m * N / 2);
+        }
+        assert_values_restored(&p);
+    }
+}
+
+/* NULL loss / tensors / results, a tensor without values or gradient, and negative
+ * or non-finite step, atol or rtol give MHA_EINVAL before any loss call, with
+ * values and results untouched. */
+static void gradcheck_invalid_arguments(void **unused)
+{
+    (void)unused;
+    sine_problem p;
+    sine_setup(&p);
+    mha_gc_tensor t[2];
+    sine_tensors(&p, t);
+    mha_gc_result res[2], sentinel[2];
+    memset(sentinel, 0xA5, sizeof sentinel);
+    memcpy(res, sentinel, sizeof res);
+
+    assert_int_equal(mha_gradcheck(NULL, &p, t, 2, NULL, res), MHA_EINVAL);
+    assert_int_equal(mha_gradcheck(sine_loss, &p, NULL, 2, NULL, res), MHA_EINVAL);
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, NULL, NULL), MHA_EINVAL);
+
+    mha_gc_tensor bad[2];
+    memcpy(bad, t, sizeof bad);
+    bad[1].value = NULL;
+    assert_int_equal(mha_gradcheck(sine_loss, &p, bad, 2, NULL, res), MHA_EINVAL);
+    memcpy(bad, t, sizeof bad);
+    bad[1].grad = NULL;
+    assert_int_equal(mha_gradcheck(sine_loss, &p, bad, 2, NULL, res), MHA_EINVAL);
+
+    const double bad_values[] = {-1e-5, -INFINITY, INFINITY, NAN};
+    for (size_t b = 0; b < sizeof bad_values / sizeof bad_values[0]; b++) {
+        for (int field = 0; field < 3; field++) {
+            for (size_t m = 0; m <= 2; m += 2) {
+                mha_gc_options opt = {.directions = m};
+                if (field == 0)
+                    opt.step = bad_values[b];
+                else if (field == 1)
+                    opt.atol = bad_values[b];
+                else
+                    opt.rtol = bad_values[b];
+                assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &opt, res), MHA_EINVAL);
+            }
+        }
+    }
+    assert_int_equal(p.calls, 0u);
+    assert_memory_equal(res, sentinel, sizeof res);
+    assert_values_restored(&p);
+
+    /* count 0 is a valid, empty check */
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 0, NULL, res), MHA_OK);
+    assert_int_equal(p.calls, 0u);
+    assert_memory_equal(res, sentinel, sizeof res);
+}
+
+/* opt == NULL, all-zero options and the documented defaults written out (h = 1e-5,
+ * atol = 1e-7, rtol = 1e-6) give identical results; a different step, atol or rtol
+ * does change them, so the options are really used. */
+static void gradcheck_defaults_and_options(void **unused)
+{
+    (void)unused;
+    sine_problem p;
+    sine_setup(&p);
+    p.gx[1] += 1e-4; /* a failing element, so the tolerances show in worst_ratio */
+    mha_gc_tensor t[2];
+    sine_tensors(&p, t);
+    mha_gc_result r_null[2], r_zero[2], r_explicit[2], r_other[2];
+    memset(r_null, 0, sizeof r_null);
+    memset(r_zero, 0, sizeof r_zero);
+    memset(r_explicit, 0, sizeof r_explicit);
+
+    const mha_gc_options zero = {0};
+    const mha_gc_options explicit_defaults = {.step = 1e-5, .atol = 1e-7, .rtol = 1e-6};
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, NULL, r_null), MHA_OK);
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &zero, r_zero), MHA_OK);
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &explicit_defaults, r_explicit),
+                     MHA_OK);
+    for (int k = 0; k < 2; k++) {
+        assert_true(r_null[k].worst_ratio == r_zero[k].worst_ratio);
+        assert_true(r_null[k].worst_ratio == r_explicit[k].worst_ratio);
+        assert_true(r_null[k].max_abs_err == r_explicit[k].max_abs_err);
+        assert_true(r_null[k].max_rel_err == r_explicit[k].max_rel_err);
+        assert_int_equal(r_null[k].worst_index, r_explicit[k].worst_index);
+        assert_true(r_null[k].worst_numeric == r_explicit[k].worst_numeric);
+    }
+
+    const mha_gc_options step = {.step = 1e-3};
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &step, r_other), MHA_OK);
+    assert_true(r_other[1].max_abs_err != r_null[1].max_abs_err); /* other differences */
+
+    /* a loose atol lets the 1e-4 error pass; worst_ratio scales as 1/(atol + rtol·|n|) */
+    const mha_gc_options loose = {.atol = 1e-3};
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &loose, r_other), MHA_OK);
+    assert_true(r_null[0].worst_ratio > 1.0);
+    assert_true(r_other[0].worst_ratio <= 1.0);
+    const mha_gc_options loose_rel = {.rtol = 1.0};
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &loose_rel, r_other), MHA_OK);
+    assert_true(r_other[0].worst_ratio <= 1.0);
+    assert_values_restored(&p);
+}
+
+/* Directions are a function of the seed: the same seed repeats the results
+ * exactly, another seed gives other directions (other numeric values). */
+static void gradcheck_directions_follow_seed(void **unused)
+{
+    (void)unused;
+    sine_problem p;
+    sine_setup(&p);
+    mha_gc_tensor t[2];
+    sine_tensors(&p, t);
+    mha_gc_result a[2], b[2], c[2];
+    const mha_gc_options s1 = {.directions = 6, .seed = 1234u};
+    const mha_gc_options s2 = {.directions = 6, .seed = 1235u};
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &s1, a), MHA_OK);
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &s1, b), MHA_OK);
+    assert_int_equal(mha_gradcheck(sine_loss, &p, t, 2, &s2, c), MHA_OK);
+    for (int k = 0; k < 2; k++) {
+        assert_true(a[k].worst_ratio == b[k].worst_ratio);
+        assert_int_equal(a[k].worst_index, b[k].worst_index);
+        assert_true(a[k].worst_numeric == b[k].worst_numeric);
+        assert_true(a[k].max_abs_err == b[k].max_abs_err);
+    }
+    assert_true(a[0].max_abs_err != c[0].max_abs_err || a[0].worst_numeric != c[0].worst_numeric);
+    assert_values_restored(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gradcheck_correct_gradient_passes_elements),
+        cmocka_unit_test(gradcheck_correct_gradient_passes_directions),
+        cmocka_unit_test(gradcheck_perturbed_element_is_found),
+        cmocka_unit_test(gradcheck_directions_flag_wrong_gradient),
+        cmocka_unit_test(gradcheck_nan_gradient_fails),
+        cmocka_unit_test(gradcheck_values_restored_bit_exact),
+        cmocka_unit_test(gradcheck_callback_failure_restores_values),
+        cmocka_unit_test(gradcheck_perturbation_pattern),
+        cmocka_unit_test(gradcheck_invalid_arguments),
+        cmocka_unit_test(gradcheck_defaults_and_options),
+        cmocka_unit_test(gradcheck_directions_follow_seed),
+    };
+    return cmocka_run_group_tests_name("gradcheck", tests, NULL, NULL);
+}
