@@ -1,0 +1,527 @@
+/*
+ * The module's contract apart from gradient values: argument validation (each
+ * invalid argument returns its documented status and writes nothing), overflow
+ * refusal, parameter layout and init, mask semantics, dropout addressing and
+ * replay, thread-count independence, gradient accumulation, several caches.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mha.h"
+#include "test_util.h"
+
+#define SENTINEL 12345.0
+
+static mhad_module *make_module(size_t D, size_t H, double p, int threads, uint64_t seed)
+{
+    mha_config cfg = {.model_dim = D, .num_heads = H, .dropout_p = p, .seed = seed,
+                      .threads = threads};
+    mhad_module *m = NULL;
+    assert_int_equal(mhad_create(&m, &cfg), MHA_OK);
+    assert_non_null(m);
+    return m;
+}
+
+static double *make_input(size_t n, uint64_t seed)
+{
+    double *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    fill_uniform(x, n, -1.0, 1.0, seed);
+    return x;
+}
+
+static double *filled(size_t n, double v)
+{
+    double *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = v;
+    return x;
+}
+
+static int all_equal(const double *x, size_t n, double v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != v)
+            return 0;
+    return 1;
+}
+
+/* Every status has its own name and message; unknown codes are named as such. */
+static void api_status_table(void **state)
+{
+    (void)state;
+    const int codes[] = {MHA_OK, MHA_EINVAL, MHA_ESHAPE, MHA_ENOMEM, MHA_EOVERFLOW,
+                         MHA_ENOTFOUND, MHA_ESTATE, MHA_EMISMATCH};
+    const size_t n = sizeof codes / sizeof codes[0];
+    for (size_t i = 0; i < n; i++) {
+        assert_true(codes[i] <= 0);
+        assert_string_not_equal(mha_strerror(codes[i]), "unknown status");
+        assert_string_not_equal(mha_status_name(codes[i]), "MHA_UNKNOWN");
+        for (size_t j = 0; j < i; j++) {
+            assert_int_not_equal(codes[i], codes[j]);
+            assert_string_not_equal(mha_strerror(codes[i]), mha_strerror(codes[j]));
+        }
+    }
+    assert_string_equal(mha_status_name(MHA_EINVAL), "MHA_EINVAL");
+    assert_string_equal(mha_strerror(12345), "unknown status");
+    assert_string_equal(mha_status_name(-12345), "MHA_UNKNOWN");
+}
+
+/* Invalid configurations are refused with MHA_EINVAL and *out is not written. */
+static void api_create_invalid(void **state)
+{
+    (void)state;
+    const mha_config good = {.model_dim = 8, .num_heads = 2, .dropout_p = 0.1, .seed = 1};
+    mha_config bad[] = {good, good, good, good, good, good, good};
+    bad[0].model_dim = 0;
+    bad[1].num_heads = 0;
+    bad[2].num_heads = 3; /* 8 % 3 != 0 */
+    bad[3].dropout_p = -0.01;
+    bad[4].dropout_p = 1.01;
+    bad[5].dropout_p = NAN;
+    bad[6].threads = -1;
+    mhad_module *sentinel = (mhad_module *)&bad; /* any non-NULL address */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mhad_module *m = sentinel;
+        assert_int_equal(mhad_create(&m, &bad[i]), MHA_EINVAL);
+        assert_ptr_equal(m, sentinel);
+        mha_module *mf = (mha_module *)sentinel;
+        assert_int_equal(mha_create(&mf, &bad[i]), MHA_EINVAL);
+        assert_ptr_equal(mf, (mha_module *)sentinel);
+    }
+    mhad_module *m = sentinel;
+    assert_int_equal(mhad_create(&m, NULL), MHA_EINVAL);
+    assert_int_equal(mhad_create(NULL, &good), MHA_EINVAL);
+    assert_ptr_equal(m, sentinel);
+    /* p = 0 and p = 1 are valid */
+    mha_config edge = good;
+    edge.dropout_p = 1.0;
+    assert_int_equal(mhad_create(&m, &edge), MHA_OK);
+    mhad_destroy(m);
+    mhad_destroy(NULL); /* NULL-safe */
+    mhad_cache_destroy(NULL);
+}
+
+/* Byte counts that overflow size_t are refused, never allocated or wrapped. */
+static void api_overflow_refused(void **state)
+{
+    (void)state;
+    size_t count = 7;
+    assert_int_equal(mha_param_count((size_t)1 << 33, &count), MHA_EOVERFLOW);
+    assert_int_equal(count, 7);
+    mha_config huge = {.model_dim = (size_t)1 << 31, .num_heads = 1};
+    mhad_module *m = NULL;
+    assert_int_equal(mhad_create(&m, &huge), MHA_EOVERFLOW);
+    assert_null(m);
+
+    m = make_module(8, 2, 0.1, 1, 1);
+    size_t saved = 1, total = 2;
+    mhad_cache *c = NULL;
+    const size_t big = (size_t)1 << 40;
+    assert_int_equal(mhad_cache_size(m, big, big, 2, &saved, &total), MHA_EOVERFLOW);
+    assert_int_equal(mhad_cache_create(&c, m, 2, big, big), MHA_EOVERFLOW);
+    assert_int_equal(mhad_cache_create(&c, m, SIZE_MAX, 2, 2), MHA_EOVERFLOW);
+    assert_null(c);
+    assert_int_equal(saved, 1);
+    assert_int_equal(total, 2);
+    assert_int_equal(mhad_cache_size(m, 0, 2, 2, &saved, &total), MHA_EINVAL);
+    assert_int_equal(mhad_cache_create(&c, m, 2, 0, 2), MHA_EINVAL);
+    assert_null(c);
+    mhad_destroy(m);
+}
+
+/* The state_dict layout: names, order, offsets, shapes; unknown names refused. */
+static void api_tensor_layout(void **state)
+{
+    (void)state;
+    const char *names[] = {"w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias",
+                           "w_v.weight", "w_v.bias", "w_o.weight", "w_o.bias"};
+    const size_t D = 6;
+    size_t count, next = 0;
+    assert_int_equal(mha_param_count(D, &count), MHA_OK);
+    assert_int_equal(count, 4 * D * D + 4 * D);
+    for (size_t t = 0; t < MHA_NUM_TENSORS; t++) {
+        mha_tensor_info info, found;
+        assert_int_equal(mha_tensor_info_at(D, t, &info), MHA_OK);
+        assert_string_equal(info.name, names[t]);
+        assert_int_equal(info.offset, next); /* contiguous, in state_dict order */
+        assert_int_equal(info.numel, t % 2 ? D : D * D);
+        assert_int_equal(info.ndim, t % 2 ? 1 : 2);
+        assert_int_equal(info.shape[0], D);
+        next += info.numel;
+        assert_int_equal(mha_tensor_info_find(D, names[t], &found), MHA_OK);
+        assert_int_equal(found.offset, info.offset);
+    }
+    assert_int_equal(next, count); /* the size table sums to the total */
+    mha_tensor_info info = {0};
+    assert_int_equal(mha_tensor_info_find(D, "w_x.weight", &info), MHA_ENOTFOUND);
+    assert_int_equal(mha_tensor_info_at(D, MHA_NUM_TENSORS, &info), MHA_EINVAL);
+    assert_int_equal(mha_tensor_info_at(0, 0, &info), MHA_EINVAL);
+    assert_null(info.name);
+}
+
+/* Default init as nn.Linear: uniform in ±1/√D, reproducible by seed, gradients 0. */
+static void api_init_like_pytorch(void **state)
+{
+    (void)state;
+    const size_t D = 16;
+    mhad_module *a = make_module(D, 4, 0, 1, 3), *b = make_module(D, 4, 0, 1, 3);
+    mhad_module *c = make_module(D, 4, 0, 1, 4);
+    size_t n;
+    const double *pa = mhad_params(a, &n), *pb = mhad_params(b, NULL), *pc = mhad_params(c, NULL);
+    double bound = 1.0 / sqrt((double)D), mean = 0.0, maxabs = 0.0;
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(fabs(pa[i]) < bound);
+        assert_true(pa[i] == pb[i]);
+        same += pa[i] == pc[i];
+        mean += pa[i];
+        maxabs = fmax(maxabs, fabs(pa[i]));
+    }
+    assert_true(same < n / 100);
+    assert_true(fabs(mean / n) < 0.05 * bound);
+    assert_true(maxabs > 0.95 * bound); /* the whole range is used */
+    assert_true(all_equal(mhad_grads(a, NULL), n, 0.0));
+    assert_int_equal(mhad_reset_parameters(c, 3), MHA_OK);
+    assert_memory_equal(pa, pc, n * sizeof *pa);
+    assert_null(mhad_params(NULL, &n));
+    mhad_destroy(a);
+    mhad_destroy(b);
+    mhad_destroy(c);
+}
+
+/* A forward with a bad argument returns its status and writes nothing: not the
+ * output, not the cache, not the dropout counter. */
+static void api_forward_invalid(void **state)
+{
+    (void)state;
+    const size_t B = 2, S = 3, D = 8, H = 2, n = B * S * D;
+    mhad_module *m = make_module(D, H, 0.5, 1, 1), *other = make_module(D, H, 0.5, 1, 1);
+    mhad_cache *c = NULL;
+    assert_int_equal(mhad_cache_create(&c, m, B, S, S), MHA_OK);
+    double *x = make_input(n, 1), *out = filled(n, SENTINEL);
+    uint8_t mask[B * S * S];
+    memset(mask, 1, sizeof mask);
+    size_t too_long[2] = {S, S + 1};
+
+    assert_int_equal(mhad_forward(NULL, c, 1, B, S, x, 0, NULL, NULL, out), MHA_EINVAL);
+    assert_int_equal(mhad_forward(m, NULL, 1, B, S, x, 0, NULL, NULL, out), MHA_EINVAL);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, NULL, 0, NULL, NULL, out), MHA_EINVAL);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, NULL, NULL), MHA_EINVAL);
+    assert_int_equal(mhad_forward(other, c, 1, B, S, x, 0, NULL, NULL, out), MHA_EMISMATCH);
+    assert_int_equal(mhad_forward(m, c, 1, 0, S, x, 0, NULL, NULL, out), MHA_EINVAL);
+    assert_int_equal(mhad_forward(m, c, 1, B + 1, S, x, 0, NULL, NULL, out), MHA_ESHAPE);
+    assert_int_equal(mhad_forward(m, c, 1, B, S + 1, x, 0, NULL, NULL, out), MHA_ESHAPE);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, S + 1, x, NULL, out), MHA_ESHAPE);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, x, NULL, out), MHA_EINVAL); /* Sk = 0 */
+    mha_mask bad_batch = {.mask = mask, .mask_batch = 3, .mask_heads = 1};
+    mha_mask bad_heads = {.mask = mask, .mask_batch = 1, .mask_heads = 3};
+    mha_mask bad_len = {.key_lengths = too_long};
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, &bad_batch, out), MHA_ESHAPE);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, &bad_heads, out), MHA_ESHAPE);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, &bad_len, out), MHA_EINVAL);
+
+    assert_true(all_equal(out, n, SENTINEL));
+    uint64_t call = 99;
+    assert_int_equal(mhad_get_call_index(m, &call), MHA_OK);
+    assert_int_equal(call, 0);
+    const double *w;
+    size_t shape[4];
+    assert_int_equal(mhad_cache_attention(c, &w, shape), MHA_ESTATE); /* still no forward */
+
+    mhad_cache_destroy(c);
+    mhad_destroy(m);
+    mhad_destroy(other);
+    free(x);
+    free(out);
+}
+
+/* Backward refuses: before any forward, a second time, other inputs than the
+ * forward's, dx_context after self-attention; gradients stay untouched. */
+static void api_backward_invalid(void **state)
+{
+    (void)state;
+    const size_t B = 2, S = 3, D = 8, H = 2, n = B * S * D;
+    mhad_module *m = make_module(D, H, 0, 1, 1);
+    mhad_cache *c = NULL;
+    assert_int_equal(mhad_cache_create(&c, m, B, S, S), MHA_OK);
+    double *x = make_input(n, 1), *x2 = make_input(n, 1), *out = filled(n, 0);
+    double *dout = make_input(n, 2), *dx = filled(n, SENTINEL);
+    size_t np;
+    const double *g = mhad_grads(m, &np);
+
+    assert_int_equal(mhad_backward(m, c, x, NULL, dout, dx, NULL), MHA_ESTATE);
+    assert_int_equal(mhad_forward(m, c, 0, B, S, x, 0, NULL, NULL, out), MHA_OK);
+    assert_int_equal(mhad_backward(m, c, x2, NULL, dout, dx, NULL), MHA_EINVAL);
+    assert_int_equal(mhad_backward(m, c, x, x, dout, dx, NULL), MHA_EINVAL);
+    assert_int_equal(mhad_backward(m, c, x, NULL, dout, dx, dx), MHA_EINVAL);
+    assert_int_equal(mhad_backward(m, c, x, NULL, NULL, dx, NULL), MHA_EINVAL);
+    assert_true(all_equal(g, np, 0.0));
+    assert_true(all_equal(dx, n, SENTINEL));
+    assert_int_equal(mhad_backward(m, c, x, NULL, dout, dx, NULL), MHA_OK);
+    assert_false(all_equal(dx, n, SENTINEL));
+    assert_int_equal(mhad_backward(m, c, x, NULL, dout, dx, NULL), MHA_ESTATE); /* consumed */
+    /* the attention weights survive backward */
+    const double *w;
+    size_t shape[4];
+    assert_int_equal(mhad_cache_attention(c, &w, shape), MHA_OK);
+    assert_int_equal(shape[0], B);
+    assert_int_equal(shape[1], H);
+    assert_int_equal(shape[2], S);
+    assert_int_equal(shape[3], S);
+    mhad_cache_destroy(c);
+    mhad_destroy(m);
+    free(x);
+    free(x2);
+    free(out);
+    free(dout);
+    free(dx);
+}
+
+/* Masks: a fully masked row gets uniform weights (never NaN), in both precisions;
+ * causal rows put zero weight on later keys; key lengths zero out padding. */
+static void api_mask_semantics(void **state)
+{
+    (void)state;
+    const size_t B = 2, Sq = 3, Sk = 5, D = 4, H = 2;
+    mha_config cfg = {.model_dim = D, .num_heads = H, .seed = 9, .threads = 1};
+    mha_module *m = NULL;
+    mha_cache *c = NULL;
+    assert_int_equal(mha_create(&m, &cfg), MHA_OK);
+    assert_int_equal(mha_cache_create(&c, m, B, Sq, Sk), MHA_OK);
+    float xq[B * Sq * D], xc[B * Sk * D], out[B * Sq * D];
+    fill_uniform_f(xq, B * Sq * D, -3, 3, 1);
+    fill_uniform_f(xc, B * Sk * D, -3, 3, 2);
+    uint8_t mask[B * Sq * Sk];
+    memset(mask, 1, sizeof mask);
+    memset(mask + (1 * Sq + 2) * Sk, 0, Sk); /* batch 1, query 2: fully masked */
+    size_t lens[2] = {4, 5};
+    mha_mask mk = {.mask = mask, .mask_batch = B, .mask_heads = 1, .causal = 1, .key_lengths = lens};
+    assert_int_equal(mha_forward(m, c, 0, B, Sq, xq, Sk, xc, &mk, out), MHA_OK);
+    const float *w;
+    size_t s[4];
+    assert_int_equal(mha_cache_attention(c, &w, s), MHA_OK);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < Sq; i++) {
+                const float *row = w + ((b * H + h) * Sq + i) * Sk;
+                double sum = 0;
+                for (size_t j = 0; j < Sk; j++) {
+                    assert_true(isfinite(row[j]));
+                    sum += row[j];
+                    if (b == 1 && i == 2)
+                        assert_close(row[j], 1.0 / Sk, 1e-7, 0); /* uniform */
+                    else if (j > i || j >= lens[b])
+                        assert_true(row[j] == 0.0f);
+                    else
+                        assert_true(row[j] > 0.0f);
+                }
+                assert_close(sum, 1.0, 1e-6, 0);
+            }
+    for (size_t i = 0; i < B * Sq * D; i++)
+        assert_true(isfinite(out[i]));
+    mha_cache_destroy(c);
+    mha_destroy(m);
+}
+
+/* Dropout: training with p = 1 leaves only the output bias; the same call index
+ * replays the same mask; another call index draws another; evaluation mode is
+ * the identity (equal to a p = 0 module with the same weights) and does not
+ * advance the counter; a call's mask does not depend on earlier calls' shapes. */
+static void api_dropout_replay(void **state)
+{
+    (void)state;
+    const size_t B = 2, S = 6, D = 8, H = 2, n = B * S * D;
+    mhad_module *m = make_module(D, H, 0.5, 1, 11), *m0 = make_module(D, H, 0.0, 1, 11);
+    mhad_module *m1 = make_module(D, H, 1.0, 1, 11);
+    mhad_cache *c = NULL, *c0 = NULL, *c1 = NULL;
+    assert_int_equal(mhad_cache_create(&c, m, B, S, S), MHA_OK);
+    assert_int_equal(mhad_cache_create(&c0, m0, B, S, S), MHA_OK);
+    assert_int_equal(mhad_cache_create(&c1, m1, B, S, S), MHA_OK);
+    double *x = make_input(n, 5), *a = filled(n, 0), *b = filled(n, 0), *e = filled(n, 0);
+    uint64_t call;
+
+    assert_int_equal(mhad_set_call_index(m, 7), MHA_OK);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, NULL, a), MHA_OK);
+    assert_int_equal(mhad_get_call_index(m, &call), MHA_OK);
+    assert_int_equal(call, 8);
+    /* other shapes in between must not shift the stream */
+    assert_int_equal(mhad_forward(m, c, 1, 1, 2, x, 0, NULL, NULL, b), MHA_OK);
+    assert_int_equal(mhad_set_call_index(m, 7), MHA_OK);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, NULL, b), MHA_OK);
+    assert_memory_equal(a, b, n * sizeof *a);
+    assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, NULL, b), MHA_OK); /* call 8 */
+    assert_true(max_abs_diff(a, b, n) > 1e-3);
+
+    assert_int_equal(mhad_forward(m, c, 0, B, S, x, 0, NULL, NULL, a), MHA_OK);
+    assert_int_equal(mhad_get_call_index(m, &call), MHA_OK);
+    assert_int_equal(call, 9); /* evaluation did not advance it */
+    assert_int_equal(mhad_forward(m0, c0, 1, B, S, x, 0, NULL, NULL, e), MHA_OK);
+    assert_true(max_abs_diff(a, e, n) == 0.0);
+
+    assert_int_equal(mhad_forward(m1, c1, 1, B, S, x, 0, NULL, NULL, a), MHA_OK);
+    mha_tensor_info bo;
+    assert_int_equal(mha_tensor_info_find(D, "w_o.bias", &bo), MHA_OK);
+    const double *bias = mhad_params(m1, NULL) + bo.offset;
+    for (size_t r = 0; r < B * S; r++)
+        for (size_t j = 0; j < D; j++)
+            assert_true(a[r * D + j] == bias[j]);
+
+    mhad_cache_destroy(c);
+    mhad_cache_destroy(c0);
+    mhad_cache_destroy(c1);
+    mhad_destroy(m);
+    mhad_destroy(m0);
+    mhad_destroy(m1);
+    free(x);
+    free(a);
+    free(b);
+    free(e);
+}
+
+/* Results do not depend on the thread count: outputs, gradients and dropout
+ * masks with 1 thread and with 3 threads agree (the per-head work is identical;
+ * only BLAS may sum in another order). */
+static void api_threads_independent(void **state)
+{
+    (void)state;
+    const size_t B = 3, S = 32, D = 32, H = 4, n = B * S * D;
+    double *x = make_input(n, 8), *dout = make_input(n, 9);
+    double *out[2], *dx[2];
+    const double *grads[2];
+    mhad_module *m[2];
+    mhad_cache *c[2];
+    const int threads[2] = {1, 3};
+    size_t np = 0;
+    for (int t = 0; t < 2; t++) {
+        m[t] = make_module(D, H, 0.3, threads[t], 21);
+        assert_int_equal(mhad_cache_create(&c[t], m[t], B, S, S), MHA_OK);
+        out[t] = filled(n, 0);
+        dx[t] = filled(n, 0);
+        mha_mask causal = {.causal = 1};
+        assert_int_equal(mhad_forward(m[t], c[t], 1, B, S, x, 0, NULL, &causal, out[t]), MHA_OK);
+        assert_int_equal(mhad_backward(m[t], c[t], x, NULL, dout, dx[t], NULL), MHA_OK);
+        grads[t] = mhad_grads(m[t], &np);
+    }
+    assert_true(max_abs_diff(out[0], out[1], n) <= 1e-13);
+    assert_true(max_abs_diff(dx[0], dx[1], n) <= 1e-13);
+    assert_true(max_abs_diff(grads[0], grads[1], np) <= 1e-12);
+    for (int t = 0; t < 2; t++) {
+        mhad_cache_destroy(c[t]);
+        mhad_destroy(m[t]);
+        free(out[t]);
+        free(dx[t]);
+    }
+    free(x);
+    free(dout);
+}
+
+/* Backward accumulates into gradients and input gradients; zero_grad resets.
+ * Two caches of one module stay independent (a layer applied twice), and a
+ * cache larger than the call gives the same result as an exact one. */
+static void api_accumulate_and_caches(void **state)
+{
+    (void)state;
+    const size_t B = 2, Sq = 3, Sk = 5, D = 8, H = 2, nq = B * Sq * D, nk = B * Sk * D;
+    mhad_module *m = make_module(D, H, 0, 2, 4);
+    mhad_cache *c1 = NULL, *c2 = NULL, *big = NULL;
+    assert_int_equal(mhad_cache_create(&c1, m, B, Sq, Sk), MHA_OK);
+    assert_int_equal(mhad_cache_create(&c2, m, B, Sq, Sk), MHA_OK);
+    assert_int_equal(mhad_cache_create(&big, m, B + 3, Sq + 4, Sk + 2), MHA_OK);
+    double *xq = make_input(nq, 1), *xc = make_input(nk, 2), *xq2 = make_input(nq, 3);
+    double *dout = make_input(nq, 4), *out = filled(nq, 0), *out2 = filled(nq, 0);
+    double *dxq = filled(nq, 0), *dxc = filled(nk, 0), *dxq_ref = filled(nq, 0), *dxc_ref = filled(nk, 0);
+    size_t np;
+    double *g = mhad_grads(m, &np), *g1 = malloc(np * sizeof *g1);
+    assert_non_null(g1);
+
+    /* reference: one forward + backward */
+    assert_int_equal(mhad_forward(m, c1, 0, B, Sq, xq, Sk, xc, NULL, out), MHA_OK);
+    assert_int_equal(mhad_backward(m, c1, xq, xc, dout, dxq_ref, dxc_ref), MHA_OK);
+    memcpy(g1, g, np * sizeof *g);
+    /* twice: everything doubles */
+    assert_int_equal(mhad_forward(m, c1, 0, B, Sq, xq, Sk, xc, NULL, out), MHA_OK);
+    assert_int_equal(mhad_backward(m, c1, xq, xc, dout, dxq_ref, dxc_ref), MHA_OK);
+    for (size_t i = 0; i < np; i++)
+        assert_close(g[i], 2 * g1[i], 1e-15, 1e-13);
+    assert_int_equal(mhad_zero_grad(m), MHA_OK);
+    assert_true(all_equal(g, np, 0.0));
+
+    /* two caches alive at once; backward in reverse order; the big cache */
+    assert_int_equal(mhad_forward(m, c1, 0, B, Sq, xq, Sk, xc, NULL, out), MHA_OK);
+    assert_int_equal(mhad_forward(m, c2, 0, B, Sq, xq2, Sk, xc, NULL, out2), MHA_OK);
+    assert_int_equal(mhad_backward(m, c2, xq2, xc, dout, NULL, NULL), MHA_OK);
+    assert_int_equal(mhad_zero_grad(m), MHA_OK);
+    assert_int_equal(mhad_backward(m, c1, xq, xc, dout, dxq, dxc), MHA_OK);
+    for (size_t i = 0; i < np; i++)
+        assert_close(g[i], g1[i], 1e-15, 1e-13);
+    for (size_t i = 0; i < nq; i++)
+        assert_close(2 * dxq[i], dxq_ref[i], 1e-15, 1e-13);
+    for (size_t i = 0; i < nk; i++)
+        assert_close(2 * dxc[i], dxc_ref[i], 1e-15, 1e-13);
+    assert_int_equal(mhad_zero_grad(m), MHA_OK);
+    assert_int_equal(mhad_forward(m, big, 0, B, Sq, xq, Sk, xc, NULL, out2), MHA_OK);
+    assert_true(max_abs_diff(out, out2, nq) <= 1e-15);
+    assert_int_equal(mhad_backward(m, big, xq, xc, dout, NULL, NULL), MHA_OK);
+    for (size_t i = 0; i < np; i++)
+        assert_close(g[i], g1[i], 1e-15, 1e-13);
+
+    mhad_cache_destroy(c1);
+    mhad_cache_destroy(c2);
+    mhad_cache_destroy(big);
+    mhad_destroy(m);
+    free(xq);
+    free(xc);
+    free(xq2);
+    free(dout);
+    free(out);
+    free(out2);
+    free(dxq);
+    free(dxc);
+    free(dxq_ref);
+    free(dxc_ref);
+    free(g1);
+}
+
+/* Saved bytes are exactly Q, K, V, C, P, the bit-packed keep mask (each head's
+ * bits padded to 64) and one flag byte per row; no mask without dropout. */
+static void api_cache_bytes(void **state)
+{
+    (void)state;
+    const size_t B = 2, Sq = 10, Sk = 12, D = 64, H = 8;
+    mhad_module *md = make_module(D, H, 0.1, 2, 1);
+    mha_config cfg = {.model_dim = D, .num_heads = H, .dropout_p = 0.0, .seed = 1, .threads = 2};
+    mha_module *mf = NULL;
+    assert_int_equal(mha_create(&mf, &cfg), MHA_OK);
+    size_t saved, total, words = (Sq * Sk + 63) / 64;
+    assert_int_equal(mhad_cache_size(md, B, Sq, Sk, &saved, &total), MHA_OK);
+    assert_int_equal(saved, (2 * B * Sq * D + 2 * B * Sk * D + B * H * Sq * Sk) * sizeof(double) +
+                                B * H * words * 8 + B * H * Sq);
+    assert_true(total > saved);
+    assert_int_equal(mha_cache_size(mf, B, Sq, Sk, &saved, NULL), MHA_OK);
+    assert_int_equal(saved, (2 * B * Sq * D + 2 * B * Sk * D + B * H * Sq * Sk) * sizeof(float) +
+                                B * H * Sq);
+    mhad_destroy(md);
+    mha_destroy(mf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(api_status_table),
+        cmocka_unit_test(api_create_invalid),
+        cmocka_unit_test(api_overflow_refused),
+        cmocka_unit_test(api_tensor_layout),
+        cmocka_unit_test(api_init_like_pytorch),
+        cmocka_unit_test(api_forward_invalid),
+        cmocka_unit_test(api_backward_invalid),
+        cmocka_unit_test(api_mask_semantics),
+        cmocka_unit_test(api_dropout_replay),
+        cmocka_unit_test(api_threads_independent),
+        cmocka_unit_test(api_accumulate_and_caches),
+        cmocka_unit_test(api_cache_bytes),
+    };
+    return cmocka_run_group_tests_name("mha_api", tests, NULL, NULL);
+}
