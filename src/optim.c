@@ -1,0 +1,328 @@
+/* Optimizers, gradient clipping and the learning-rate schedule.
+ * See include/mha_optim.h for the formulas; the comments here point at them.
+ * Every loop is a flat loop over one group's [n] arrays (params, grads, m, v share
+ * the group's layout). */
+#include "mha.h" /* status codes; includes mha_optim.h */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct optim_group {
+    char *name;    /* owned copy, NUL-terminated                            */
+    float *params; /* [n] borrowed                                          */
+    float *grads;  /* [n] borrowed                                          */
+    float *m;      /* [n] owned; first moment / momentum buffer, or NULL    */
+    float *v;      /* [n] owned; second moment (Adam/AdamW), or NULL        */
+    size_t n;
+} optim_group;
+
+struct mha_optimizer {
+    mha_optim_config cfg; /* validated copy                          */
+    optim_group *groups;  /* [capacity], the first count are in use   */
+    size_t count, capacity;
+    uint64_t t;           /* completed steps                          */
+};
+
+/* x is a finite number in [lo, hi) (hi_open) or [lo, hi]; NaN fails every comparison. */
+static int in_range(double x, double lo, double hi, int hi_open)
+{
+    if (!(x >= lo))
+        return 0;
+    return hi_open ? (x < hi) : (x <= hi);
+}
+
+static int is_adam(mha_optim_kind kind)
+{
+    return kind == MHA_OPTIM_ADAM || kind == MHA_OPTIM_ADAMW;
+}
+
+/* Validate only the fields the kind uses (header: mha_optim_config). */
+static int config_valid(const mha_optim_config *cfg)
+{
+    if (!in_range(cfg->weight_decay, 0.0, INFINITY, 1))
+        return 0;
+    switch (cfg->kind) {
+    case MHA_OPTIM_SGD:
+        return in_range(cfg->momentum, 0.0, 1.0, 1);
+    case MHA_OPTIM_ADAM:
+    case MHA_OPTIM_ADAMW:
+        return in_range(cfg->beta1, 0.0, 1.0, 1) && in_range(cfg->beta2, 0.0, 1.0, 1) &&
+               cfg->eps > 0.0 && in_range(cfg->eps, 0.0, INFINITY, 1);
+    default:
+        return 0;
+    }
+}
+
+int mha_optim_default_config(mha_optim_kind kind, mha_optim_config *cfg)
+{
+    if (cfg == NULL)
+        return MHA_EINVAL;
+    mha_optim_config c = {0};
+    c.kind = kind;
+    switch (kind) {
+    case MHA_OPTIM_SGD:
+        break;
+    case MHA_OPTIM_ADAM:
+    case MHA_OPTIM_ADAMW:
+        c.beta1 = 0.9;
+        c.beta2 = 0.999;
+        c.eps = 1e-8;
+        c.weight_decay = kind == MHA_OPTIM_ADAMW ? 0.01 : 0.0;
+        break;
+    default:
+        return MHA_EINVAL;
+    }
+    *cfg = c;
+    return MHA_OK;
+}
+
+int mha_optim_create(mha_optimizer **out, const mha_optim_config *cfg)
+{
+    if (out == NULL || cfg == NULL || !config_valid(cfg))
+        return MHA_EINVAL;
+    mha_optimizer *o = calloc(1, sizeof *o);
+    if (o == NULL)
+        return MHA_ENOMEM;
+    o->cfg = *cfg;
+    *out = o;
+    return MHA_OK;
+}
+
+static void group_free(optim_group *g)
+{
+    free(g->name);
+    free(g->m);
+    free(g->v);
+}
+
+void mha_optim_destroy(mha_optimizer *o)
+{
+    if (o == NULL)
+        return;
+    for (size_t i = 0; i < o->count; i++)
+        group_free(&o->groups[i]);
+    free(o->groups);
+    free(o);
+}
+
+int mha_optim_add(mha_optimizer *o, const char *name, float *params, float *grads, size_t n)
+{
+    if (o == NULL || name == NULL || name[0] == '\0' || params == NULL || grads == NULL ||
+        n == 0)
+        return MHA_EINVAL;
+    for (size_t i = 0; i < o->count; i++)
+        if (strcmp(o->groups[i].name, name) == 0)
+            return MHA_EINVAL; /* duplicate name: checkpoints could not tell them apart */
+    if (o->t != 0)
+        return MHA_ESTATE;
+    if (n > SIZE_MAX / sizeof(float))
+        return MHA_EOVERFLOW;
+
+    /* Grow the group table first; realloc leaves it intact on failure, and a larger
+     * capacity with the same count is not an observable change. */
+    if (o->count == o->capacity) {
+        size_t cap = o->capacity ? o->capacity : 4;
+        if (o->capacity) {
+            if (cap > SIZE_MAX / 2 / sizeof(optim_group))
+                return MHA_EOVERFLOW;
+            cap *= 2;
+        }
+        optim_group *grown = realloc(o->groups, cap * sizeof(optim_group));
+        if (grown == NULL)
+            return MHA_ENOMEM;
+        o->groups = grown;
+        o->capacity = cap;
+    }
+
+    optim_group g = {0};
+    size_t len = strlen(name);
+    g.name = malloc(len + 1); /* len < SIZE_MAX: name is a NUL-terminated object */
+    int need_m = is_adam(o->cfg.kind) || o->cfg.momentum != 0.0;
+    int need_v = is_adam(o->cfg.kind);
+    if (need_m)
+        g.m = calloc(n, sizeof(float)); /* all-zero bits are 0.0f (IEEE 754) */
+    if (need_v)
+        g.v = calloc(n, sizeof(float));
+    if (g.name == NULL || (need_m && g.m == NULL) || (need_v && g.v == NULL)) {
+        group_free(&g);
+        return MHA_ENOMEM;
+    }
+    memcpy(g.name, name, len + 1);
+    g.params = params;
+    g.grads = grads;
+    g.n = n;
+    o->groups[o->count++] = g;
+    return MHA_OK;
+}
+
+/* Σ_groups Σ_i grads[i]² in double. Finite gradients cannot overflow it: each term is
+ * below FLT_MAX² ≈ 1.2e77 and there are fewer than 2^64 of them, so the sum is non-finite
+ * exactly when some gradient is. */
+static double grad_sumsq(const mha_optimizer *o)
+{
+    double s = 0.0;
+    for (size_t k = 0; k < o->count; k++) {
+        const float *g = o->groups[k].grads;
+        for (size_t i = 0; i < o->groups[k].n; i++)
+            s += (double)g[i] * (double)g[i];
+    }
+    return s;
+}
+
+int mha_optim_clip_grad_norm(mha_optimizer *o, double max_norm, double *norm)
+{
+    if (o == NULL || !(max_norm >= 0.0)) /* rejects negatives and NaN; +∞ is allowed */
+        return MHA_EINVAL;
+    double total = sqrt(grad_sumsq(o));
+    if (!isfinite(total))
+        return MHA_ENONFINITE;
+    double coef = max_norm / (total + 1e-6); /* torch: clip_coef, clamped to <= 1 */
+    if (max_norm > 0.0 && coef < 1.0) {
+        for (size_t k = 0; k < o->count; k++) {
+            float *g = o->groups[k].grads;
+            for (size_t i = 0; i < o->groups[k].n; i++)
+                g[i] = (float)((double)g[i] * coef); /* g ← g·coef */
+        }
+    }
+    if (norm != NULL)
+        *norm = total;
+    return MHA_OK;
+}
+
+static int grads_finite(const mha_optimizer *o)
+{
+    for (size_t k = 0; k < o->count; k++) {
+        const float *g = o->groups[k].grads;
+        for (size_t i = 0; i < o->groups[k].n; i++)
+            if (!isfinite(g[i]))
+                return 0;
+    }
+    return 1;
+}
+
+/* SGD on one group (header formulas):
+ *   g ← g + wd·p;  if momentum ≠ 0: m ← momentum·m + g, g ← m;  p ← p − lr·g */
+static void sgd_group(const optim_group *grp, double lr, double momentum, double wd)
+{
+    float *p = grp->params, *m = grp->m;
+    const float *gr = grp->grads;
+    for (size_t i = 0; i < grp->n; i++) {
+        double g = (double)gr[i] + wd * (double)p[i];
+        if (m != NULL) {
+            double b = momentum * (double)m[i] + g;
+            m[i] = (float)b;
+            g = b;
+        }
+        p[i] = (float)((double)p[i] - lr * g);
+    }
+}
+
+/* Adam / AdamW on one group (header formulas), with
+ *   step_size = lr / (1 − β1^t),  bc2_sqrt = √(1 − β2^t),
+ *   coupled_wd: g ← g + wd·p (Adam);  decay = 1 − lr·wd multiplies p first (AdamW; 1 for Adam)
+ *   m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  p ← p·decay − step_size · m / (√v/bc2_sqrt + eps) */
+static void adam_group(const optim_group *grp, double b1, double b2, double eps,
+                       double coupled_wd, double decay, double step_size, double bc2_sqrt)
+{
+    float *p = grp->params, *m = grp->m, *v = grp->v;
+    const float *gr = grp->grads;
+    for (size_t i = 0; i < grp->n; i++) {
+        double pi = (double)p[i];
+        double g = (double)gr[i] + coupled_wd * pi;
+        double mi = b1 * (double)m[i] + (1.0 - b1) * g;
+        double vi = b2 * (double)v[i] + (1.0 - b2) * g * g;
+        m[i] = (float)mi;
+        v[i] = (float)vi;
+        double denom = sqrt(vi) / bc2_sqrt + eps;
+        p[i] = (float)(pi * decay - step_size * mi / denom);
+    }
+}
+
+int mha_optim_step(mha_optimizer *o, double lr)
+{
+    if (o == NULL || !in_range(lr, 0.0, INFINITY, 1))
+        return MHA_EINVAL;
+    if (o->t == UINT64_MAX)
+        return MHA_EOVERFLOW;
+    if (!grads_finite(o)) /* before any write: a refused step changes nothing */
+        return MHA_ENONFINITE;
+    uint64_t t = o->t + 1;
+    const mha_optim_config *c = &o->cfg;
+    if (c->kind == MHA_OPTIM_SGD) {
+        for (size_t k = 0; k < o->count; k++)
+            sgd_group(&o->groups[k], lr, c->momentum, c->weight_decay);
+    } else {
+        double bc1 = 1.0 - pow(c->beta1, (double)t); /* > 0: beta1 < 1, t >= 1 */
+        double bc2 = 1.0 - pow(c->beta2, (double)t);
+        double step_size = lr / bc1;
+        double bc2_sqrt = sqrt(bc2);
+        int adamw = c->kind == MHA_OPTIM_ADAMW;
+        double coupled_wd = adamw ? 0.0 : c->weight_decay;
+        double decay = adamw ? 1.0 - lr * c->weight_decay : 1.0;
+        for (size_t k = 0; k < o->count; k++)
+            adam_group(&o->groups[k], c->beta1, c->beta2, c->eps, coupled_wd, decay,
+                       step_size, bc2_sqrt);
+    }
+    o->t = t;
+    return MHA_OK;
+}
+
+size_t mha_optim_num_groups(const mha_optimizer *o)
+{
+    return o == NULL ? 0 : o->count;
+}
+
+int mha_optim_group(mha_optimizer *o, size_t index, const char **name, size_t *n, float **m,
+                    float **v)
+{
+    if (o == NULL || index >= o->count)
+        return MHA_EINVAL;
+    const optim_group *g = &o->groups[index];
+    if (name != NULL)
+        *name = g->name;
+    if (n != NULL)
+        *n = g->n;
+    if (m != NULL)
+        *m = g->m;
+    if (v != NULL)
+        *v = g->v;
+    return MHA_OK;
+}
+
+int mha_optim_get_step(const mha_optimizer *o, uint64_t *t)
+{
+    if (o == NULL || t == NULL)
+        return MHA_EINVAL;
+    *t = o->t;
+    return MHA_OK;
+}
+
+int mha_optim_set_step(mha_optimizer *o, uint64_t t)
+{
+    if (o == NULL)
+        return MHA_EINVAL;
+    o->t = t;
+    return MHA_OK;
+}
+
+int mha_lr_at(const mha_lr_schedule *s, uint64_t step, double *lr)
+{
+    if (s == NULL || lr == NULL)
+        return MHA_EINVAL;
+    const double base = s->base_lr, lo = s->min_lr;
+    const uint64_t W = s->warmup_steps, T = s->total_steps;
+    if (!in_range(base, 0.0, INFINITY, 1) || !in_range(lo, 0.0, base, 0) || T == 0 || W >= T)
+        return MHA_EINVAL;
+    if (step < W) {
+        *lr = base * (double)(step + 1) / (double)W; /* linear warm-up, step + 1 <= W */
+    } else if (step < T - 1) {
+        /* here W <= step < T − 1, so T − 1 − W >= 1 */
+        const double pi = 3.14159265358979323846;
+        double q = (double)(step - W) / (double)(T - 1 - W);
+        *lr = lo + (base - lo) * 0.5 * (1.0 + cos(pi * q));
+    } else {
+        *lr = lo; /* step >= T − 1 and >= W */
+    }
+    return MHA_OK;
+}
