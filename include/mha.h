@@ -54,9 +54,11 @@ extern "C" {
     X(ENOMEM, -3, "out of memory")                                                             \
     X(EOVERFLOW, -4, "size too large: an element or byte count overflows")                    \
     X(ENOTFOUND, -5, "no tensor with that name")                                               \
-    X(ESTATE, -6, "call out of order: the cache holds no forward for this backward")          \
+    X(ESTATE, -6, "call out of order (backward without a forward, optimizer group after a step)") \
     X(EMISMATCH, -7, "the cache belongs to another module")                                   \
-    X(ENONFINITE, -8, "non-finite value (NaN or infinity)")
+    X(ENONFINITE, -8, "non-finite value (NaN or infinity)")                                   \
+    X(EIO, -9, "input/output error")                                                           \
+    X(EFORMAT, -10, "malformed or mismatched file")
 
 typedef enum mha_status {
 #define MHA_STATUS_ENUM_(name, value, msg) MHA_##name = value,
