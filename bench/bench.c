@@ -1,0 +1,561 @@
+/*
+ * mha-bench — times one training step (forward with training = 1, then backward)
+ * of the float module, self-attention with a causal mask, and compares it with
+ * the machine's BLAS limit measured in the same run.
+ *
+ * Dimension letters as in mha.h: B batch, S sequence (Sq = Sk = S), D model_dim,
+ * H num_heads, hd = D/H.
+ *
+ * Per case (B, S, D, H) × dropout p × thread count t it reports:
+ *   ms              median wall time of one forward+backward step, after warm-up
+ *   fwd_ms, bwd_ms  medians of the two halves (the same steps)
+ *   gflops          flops / ms, with the issue's count
+ *                     forward  F = 8·B·S·D² + 4·B·S²·D
+ *                     backward 2·F               → 3·F per step
+ *                   (the causal mask's skippable half is still counted: the count
+ *                   is the dense layer's, the same for us and for PyTorch)
+ *   sgemm_gflops    median GFLOP/s of 5 square 1024³ cblas_sgemm calls (2·1024³
+ *                   flops each) with the same t, measured right before the case
+ *                   (on a shared 2-core machine the limit drifts with the load, so
+ *                   each record carries the limit measured next to it; the header
+ *                   line's figure is the median of 7 at the start of the run)
+ *   sgemm_fraction  gflops / sgemm_gflops
+ *   activation_bytes  *saved_bytes of mha_cache_size() for a cache of (B, S, S)
+ *   reference_bytes   the issue's reference: 4·B·S·D floats (Q, K, V, context)
+ *                     + B·H·S² floats (softmax weights) + ⌈B·H·S²/8⌉ bytes of
+ *                     dropout bits (the bits only when p > 0: with p = 0 there is
+ *                     no mask to save)
+ * The thread count t goes to mha_config.threads and to openblas_set_num_threads().
+ *
+ * The library never prints; this program does: a table on stdout, JSON with --json.
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <mha.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- cases ------------------------------------------------------------------ */
+typedef struct bench_case {
+    size_t B, S, D, H;
+} bench_case;
+
+/* The issue's four shapes: the seed's (2,10,64,8) and three larger ones. */
+static const bench_case DEFAULT_CASES[] = {
+    {2, 10, 64, 8}, {16, 64, 128, 4}, {8, 256, 256, 8}, {1, 2048, 256, 4}};
+enum { NUM_DEFAULT_CASES = sizeof DEFAULT_CASES / sizeof DEFAULT_CASES[0] };
+enum { MAX_CASES = 32, MAX_LIST = 16 };
+#define SLOW_STEP 0.25 /* seconds */
+
+typedef struct bench_options {
+    bench_case cases[MAX_CASES];
+    size_t num_cases;
+    int threads[MAX_LIST]; /* as given; 0 = all cores                         */
+    size_t num_threads;
+    double dropouts[MAX_LIST];
+    size_t num_dropouts;
+    long reps;              /* fixed repetitions; 0 = from --min-time          */
+    double min_time;        /* seconds of timed steps per measurement          */
+    long warmup;            /* untimed steps before timing                     */
+    long max_reps;          /* cap on automatic repetitions                    */
+    int sgemm;              /* measure the 1024³ sgemm reference               */
+    uint64_t seed;
+    const char *json_path;  /* NULL = no JSON                                  */
+} bench_options;
+
+/* One measured record (one row of the table, one JSON object). */
+typedef struct bench_result {
+    bench_case c;
+    int threads;            /* actual count (0 resolved to all cores)          */
+    double dropout;
+    long reps;
+    double ms, fwd_ms, bwd_ms, min_ms;
+    double gflops, sgemm_gflops, sgemm_fraction;
+    size_t activation_bytes, total_bytes, reference_bytes;
+} bench_result;
+
+/* ---- small helpers ---------------------------------------------------------- */
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorts v in place); n >= 1. */
+static double median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Owned, 64-byte aligned, n floats (rounded up for aligned_alloc). Exits on OOM:
+ * this is a program, not the library. */
+static float *alloc_floats(size_t n) {
+    size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
+    float *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (!p) {
+        fprintf(stderr, "mha-bench: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* x[i] = scale · (2u − 1), u uniform in [0,1) from PCG32. */
+static void fill_uniform_f(float *x, size_t n, float scale, mha_pcg32 *rng) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * mha_pcg32_float(rng) - 1.0f);
+}
+
+static void die_status(const char *what, int st) {
+    fprintf(stderr, "mha-bench: %s failed: %s (%s)\n", what, mha_status_name(st),
+            mha_strerror(st));
+    exit(1);
+}
+
+/* The 1-, 5- and 15-minute load averages from /proc/loadavg into buf ("?" if
+ * unreadable): on a 2-core machine anything else running skews every number. */
+static void load_average(char *buf, size_t size) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a = 0, b = 0, c = 0;
+    if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3)
+        snprintf(buf, size, "%.2f %.2f %.2f", a, b, c);
+    else
+        snprintf(buf, size, "?");
+    if (f) fclose(f);
+}
+
+static int all_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* ---- the BLAS limit: square 1024³ sgemm ------------------------------------- */
+/* C = A·B with A, B, C [n, n] row-major, 2·n³ flops; median GFLOP/s of `runs`
+ * timed calls after 2 untimed ones, with OpenBLAS set to `threads` threads. */
+static double sgemm_gflops(int threads, size_t n, int runs) {
+    float *A = alloc_floats(n * n), *Bm = alloc_floats(n * n), *C = alloc_floats(n * n);
+    mha_pcg32 rng;
+    mha_pcg32_seed(&rng, 12345u, 7u);
+    fill_uniform_f(A, n * n, 1.0f, &rng);
+    fill_uniform_f(Bm, n * n, 1.0f, &rng);
+    openblas_set_num_threads(threads);
+    double t[64];
+    if (runs > 64) runs = 64;
+    for (int r = -2; r < runs; r++) {
+        double t0 = now_seconds();
+        /* C = 1·A·B + 0·C   (n,n) = (n,n)(n,n) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f,
+                    A, (int)n, Bm, (int)n, 0.0f, C, (int)n);
+        double dt = now_seconds() - t0;
+        if (r >= 0) t[r] = dt;
+    }
+    double med = median(t, (size_t)runs);
+    free(A);
+    free(Bm);
+    free(C);
+    return 2.0 * (double)n * (double)n * (double)n / med * 1e-9;
+}
+
+/* ---- one case ---------------------------------------------------------------- */
+/* Times `reps` (or, if opt->reps == 0, enough for opt->min_time seconds) training
+ * steps of a module (D, H, p) with t threads on input [B, S, D]:
+ *   forward(training=1, x_query = x, x_context = NULL, causal)  → out [B,S,D]
+ *   backward(d_out)                                            → grads, dx [B,S,D]
+ * Gradients accumulate across steps (as the API does); that costs nothing extra. */
+static void run_case(const bench_options *opt, bench_case c, double p, int threads,
+                     bench_result *res) {
+    mha_config cfg = {.model_dim = c.D, .num_heads = c.H, .dropout_p = p,
+                      .seed = opt->seed, .threads = threads};
+    mha_module *m = NULL;
+    mha_cache *cache = NULL;
+    int st = mha_create(&m, &cfg);
+    if (st) die_status("mha_create", st);
+    st = mha_cache_create(&cache, m, c.B, c.S, c.S);
+    if (st) die_status("mha_cache_create", st);
+    size_t saved = 0, total = 0;
+    st = mha_cache_size(m, c.B, c.S, c.S, &saved, &total);
+    if (st) die_status("mha_cache_size", st);
+    openblas_set_num_threads(threads);
+
+    size_t n = c.B * c.S * c.D;
+    float *x = alloc_floats(n), *out = alloc_floats(n), *dout = alloc_floats(n),
+          *dx = alloc_floats(n);
+    mha_pcg32 rng;
+    mha_pcg32_seed(&rng, opt->seed, 99u);
+    fill_uniform_f(x, n, 1.0f, &rng);
+    fill_uniform_f(dout, n, 1.0f / (float)c.D, &rng);
+    memset(dx, 0, n * sizeof *dx);
+    mha_mask mask = {.mask = NULL, .mask_batch = 1, .mask_heads = 1, .causal = 1,
+                     .key_lengths = NULL};
+
+    /* warm-up; the last one also estimates a step's time. A step slower than
+     * SLOW_STEP seconds is warm after one, and then 3 timed steps suffice. */
+    double step = 0;
+    for (long w = 0; w < (opt->warmup > 0 ? opt->warmup : 1); w++) {
+        double t0 = now_seconds();
+        st = mha_forward(m, cache, 1, c.B, c.S, x, c.S, NULL, &mask, out);
+        if (st) die_status("mha_forward", st);
+        st = mha_backward(m, cache, x, NULL, dout, dx, NULL);
+        if (st) die_status("mha_backward", st);
+        step = now_seconds() - t0;
+        if (step > SLOW_STEP) break;
+    }
+    long reps = opt->reps;
+    if (reps <= 0) {
+        long floor_reps = step > SLOW_STEP ? 3 : 5;
+        reps = (long)ceil(opt->min_time / (step > 1e-9 ? step : 1e-9));
+        if (reps < floor_reps) reps = floor_reps;
+        if (reps > opt->max_reps) reps = opt->max_reps;
+    }
+    double *tf = malloc((size_t)reps * sizeof *tf), *tb = malloc((size_t)reps * sizeof *tb),
+           *ts = malloc((size_t)reps * sizeof *ts);
+    if (!tf || !tb || !ts) {
+        fprintf(stderr, "mha-bench: out of memory\n");
+        exit(1);
+    }
+    for (long r = 0; r < reps; r++) {
+        double t0 = now_seconds();
+        st = mha_forward(m, cache, 1, c.B, c.S, x, c.S, NULL, &mask, out);
+        double t1 = now_seconds();
+        if (st) die_status("mha_forward", st);
+        st = mha_backward(m, cache, x, NULL, dout, dx, NULL);
+        double t2 = now_seconds();
+        if (st) die_status("mha_backward", st);
+        tf[r] = t1 - t0;
+        tb[r] = t2 - t1;
+        ts[r] = t2 - t0;
+    }
+    /* keep the results observable so no step is optimised away, and catch NaNs */
+    double check = 0;
+    for (size_t i = 0; i < n; i += 97) check += (double)out[i] + (double)dx[i];
+    if (!isfinite(check)) {
+        fprintf(stderr, "mha-bench: non-finite output or gradient in case %zu,%zu,%zu,%zu\n",
+                c.B, c.S, c.D, c.H);
+        exit(1);
+    }
+
+    double B = (double)c.B, S = (double)c.S, D = (double)c.D, H = (double)c.H;
+    double fwd_flops = 8.0 * B * S * D * D + 4.0 * B * S * S * D;
+    res->c = c;
+    res->threads = threads;
+    res->dropout = p;
+    res->reps = reps;
+    res->fwd_ms = 1e3 * median(tf, (size_t)reps);
+    res->bwd_ms = 1e3 * median(tb, (size_t)reps);
+    res->ms = 1e3 * median(ts, (size_t)reps);
+    res->min_ms = 1e3 * ts[0]; /* ts is sorted by median() */
+    res->gflops = 3.0 * fwd_flops / (res->ms * 1e-3) * 1e-9;
+    res->activation_bytes = saved;
+    res->total_bytes = total;
+    double ref = 4.0 * B * S * D * 4.0 + B * H * S * S * 4.0;
+    if (p > 0) ref += ceil(B * H * S * S / 8.0);
+    res->reference_bytes = (size_t)ref;
+
+    free(tf);
+    free(tb);
+    free(ts);
+    free(x);
+    free(out);
+    free(dout);
+    free(dx);
+    mha_cache_destroy(cache);
+    mha_destroy(m);
+}
+
+/* ---- options ------------------------------------------------------------------ */
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mha-bench [options]\n"
+            "Times forward(training)+backward of the float mha module (self-attention,\n"
+            "causal mask) and compares it with a square 1024^3 cblas_sgemm in the same run.\n"
+            "\n"
+            "  --cases LIST     comma-separated cases: an index 1..%d of the default table\n"
+            "                   or BxSxDxH (e.g. 4x128x256x8); default: all of\n"
+            "                   1=2x10x64x8 2=16x64x128x4 3=8x256x256x8 4=1x2048x256x4\n"
+            "  --threads LIST   comma-separated thread counts, 0 = all cores (%d here);\n"
+            "                   default 1,0\n"
+            "  --dropout LIST   comma-separated dropout probabilities; default 0,0.1\n"
+            "  --reps N         timed steps per measurement; default 0 = enough for\n"
+            "                   --min-time seconds (at least 5, or 3 when a step takes\n"
+            "                   over 0.25 s; at most --max-reps)\n"
+            "  --min-time SEC   default 0.3\n"
+            "  --max-reps N     default 2000\n"
+            "  --warmup N       untimed steps first (1 when a step takes over 0.25 s);\n"
+            "                   default 3\n"
+            "  --no-sgemm       skip the 1024^3 sgemm reference (fractions become 0)\n"
+            "  --seed N         weights/input/dropout seed; default 42\n"
+            "  --json FILE      also write the results as JSON to FILE\n"
+            "  --help           this text\n",
+            NUM_DEFAULT_CASES, all_cores());
+}
+
+static long parse_long(const char *s, const char *opt) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < 0) {
+        fprintf(stderr, "mha-bench: bad value '%s' for %s\n", s, opt);
+        exit(2);
+    }
+    return v;
+}
+
+static double parse_double(const char *s, const char *opt) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !isfinite(v) || v < 0) {
+        fprintf(stderr, "mha-bench: bad value '%s' for %s\n", s, opt);
+        exit(2);
+    }
+    return v;
+}
+
+/* Splits a comma list into tokens[0..n) (each < 64 chars); returns n. Exits on a bad list. */
+static size_t split_list(const char *list, char tokens[][64], size_t max) {
+    size_t n = 0;
+    const char *p = list;
+    while (*p) {
+        const char *q = strchr(p, ',');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        if (n == max || len == 0 || len >= 64) {
+            fprintf(stderr, "mha-bench: bad list '%s'\n", list);
+            exit(2);
+        }
+        memcpy(tokens[n], p, len);
+        tokens[n][len] = '\0';
+        n++;
+        p += len + (q ? 1 : 0);
+        if (q && !*p) {
+            fprintf(stderr, "mha-bench: bad list '%s'\n", list);
+            exit(2);
+        }
+    }
+    return n;
+}
+
+static void parse_cases(const char *list, bench_options *o) {
+    char tok[MAX_CASES][64];
+    size_t n = split_list(list, tok, MAX_CASES);
+    o->num_cases = 0;
+    for (size_t i = 0; i < n; i++) {
+        bench_case c;
+        char extra;
+        if (strchr(tok[i], 'x')) {
+            if (sscanf(tok[i], "%zux%zux%zux%zu%c", &c.B, &c.S, &c.D, &c.H, &extra) != 4 ||
+                !c.B || !c.S || !c.D || !c.H || c.D % c.H) {
+                fprintf(stderr, "mha-bench: bad case '%s' (want BxSxDxH, D %% H == 0)\n",
+                        tok[i]);
+                exit(2);
+            }
+        } else {
+            long k = parse_long(tok[i], "--cases");
+            if (k < 1 || k > NUM_DEFAULT_CASES) {
+                fprintf(stderr, "mha-bench: case index %ld not in 1..%d\n", k,
+                        NUM_DEFAULT_CASES);
+                exit(2);
+            }
+            c = DEFAULT_CASES[k - 1];
+        }
+        o->cases[o->num_cases++] = c;
+    }
+}
+
+static void parse_args(int argc, char **argv, bench_options *o) {
+    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < NUM_DEFAULT_CASES; i++) o->cases[i] = DEFAULT_CASES[i];
+    o->num_cases = NUM_DEFAULT_CASES;
+    o->threads[0] = 1;
+    o->threads[1] = 0;
+    o->num_threads = 2;
+    o->dropouts[0] = 0.0;
+    o->dropouts[1] = 0.1;
+    o->num_dropouts = 2;
+    o->min_time = 0.3;
+    o->max_reps = 2000;
+    o->warmup = 3;
+    o->sgemm = 1;
+    o->seed = 42;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                                       \
+    do {                                                                   \
+        if (!v) {                                                          \
+            fprintf(stderr, "mha-bench: %s needs a value\n", a);          \
+            exit(2);                                                       \
+        }                                                                  \
+        i++;                                                               \
+    } while (0)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--cases")) {
+            NEED_VALUE();
+            parse_cases(v, o);
+        } else if (!strcmp(a, "--threads")) {
+            NEED_VALUE();
+            char tok[MAX_LIST][64];
+            o->num_threads = split_list(v, tok, MAX_LIST);
+            for (size_t k = 0; k < o->num_threads; k++)
+                o->threads[k] = (int)parse_long(tok[k], "--threads");
+        } else if (!strcmp(a, "--dropout")) {
+            NEED_VALUE();
+            char tok[MAX_LIST][64];
+            o->num_dropouts = split_list(v, tok, MAX_LIST);
+            for (size_t k = 0; k < o->num_dropouts; k++) {
+                o->dropouts[k] = parse_double(tok[k], "--dropout");
+                if (o->dropouts[k] > 1) {
+                    fprintf(stderr, "mha-bench: dropout %g not in [0,1]\n", o->dropouts[k]);
+                    exit(2);
+                }
+            }
+        } else if (!strcmp(a, "--reps")) {
+            NEED_VALUE();
+            o->reps = parse_long(v, a);
+        } else if (!strcmp(a, "--min-time")) {
+            NEED_VALUE();
+            o->min_time = parse_double(v, a);
+        } else if (!strcmp(a, "--max-reps")) {
+            NEED_VALUE();
+            o->max_reps = parse_long(v, a);
+            if (o->max_reps < 1) o->max_reps = 1;
+        } else if (!strcmp(a, "--warmup")) {
+            NEED_VALUE();
+            o->warmup = parse_long(v, a);
+        } else if (!strcmp(a, "--seed")) {
+            NEED_VALUE();
+            o->seed = (uint64_t)parse_long(v, a);
+        } else if (!strcmp(a, "--json")) {
+            NEED_VALUE();
+            o->json_path = v;
+        } else if (!strcmp(a, "--no-sgemm")) {
+            o->sgemm = 0;
+        } else {
+            fprintf(stderr, "mha-bench: unknown option '%s' (see --help)\n", a);
+            exit(2);
+        }
+#undef NEED_VALUE
+    }
+}
+
+/* ---- output ----------------------------------------------------------------- */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static int write_json(const char *path, const bench_options *o, const bench_result *r,
+                      size_t n, const int *sg_threads, const double *sg, size_t nsg) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    fprintf(f, "{\n  \"program\": \"mha-bench\",\n  \"machine\": {\"cores\": %d, "
+               "\"openblas_corename\": ", all_cores());
+    json_string(f, openblas_get_corename());
+    fprintf(f, ", \"openblas_config\": ");
+    json_string(f, openblas_get_config());
+    fprintf(f, ", \"OPENBLAS_CORETYPE\": ");
+    if (ct) json_string(f, ct); else fprintf(f, "null");
+    char load[64];
+    load_average(load, sizeof load);
+    fprintf(f, ", \"loadavg_at_end\": ");
+    json_string(f, load);
+    fprintf(f, "},\n  \"seed\": %llu,\n  \"sgemm_1024\": [", (unsigned long long)o->seed);
+    for (size_t i = 0; i < nsg; i++)
+        fprintf(f, "%s{\"threads\": %d, \"gflops\": %.3f}", i ? ", " : "", sg_threads[i],
+                sg[i]);
+    fprintf(f, "],\n  \"records\": [\n");
+    for (size_t i = 0; i < n; i++) {
+        const bench_result *x = &r[i];
+        fprintf(f,
+                "    {\"B\": %zu, \"S\": %zu, \"D\": %zu, \"H\": %zu, \"threads\": %d, "
+                "\"dropout\": %g, \"reps\": %ld, \"ms\": %.6f, \"fwd_ms\": %.6f, "
+                "\"bwd_ms\": %.6f, \"min_ms\": %.6f, \"gflops\": %.3f, \"sgemm_gflops\": %.3f, "
+                "\"sgemm_fraction\": %.4f, \"activation_bytes\": %zu, "
+                "\"cache_total_bytes\": %zu, \"reference_bytes\": %zu, "
+                "\"activation_ratio\": %.4f}%s\n",
+                x->c.B, x->c.S, x->c.D, x->c.H, x->threads, x->dropout, x->reps, x->ms,
+                x->fwd_ms, x->bwd_ms, x->min_ms, x->gflops, x->sgemm_gflops, x->sgemm_fraction,
+                x->activation_bytes, x->total_bytes, x->reference_bytes,
+                (double)x->activation_bytes / (double)x->reference_bytes,
+                i + 1 < n ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    return fclose(f) ? -1 : 0;
+}
+
+int main(int argc, char **argv) {
+    bench_options o;
+    parse_args(argc, argv, &o);
+    int cores = all_cores();
+
+    /* resolve thread counts (0 = all cores) and measure the sgemm limit once each */
+    int thr[MAX_LIST];
+    double sg[MAX_LIST];
+    for (size_t k = 0; k < o.num_threads; k++) {
+        thr[k] = o.threads[k] ? o.threads[k] : cores;
+        sg[k] = o.sgemm ? sgemm_gflops(thr[k], 1024, 7) : 0.0;
+    }
+    char load[64];
+    load_average(load, sizeof load);
+    printf("mha-bench: %d cores (load average %s), %s, core %s (OPENBLAS_CORETYPE=%s), "
+           "seed %llu\n",
+           cores, load, openblas_get_config(), openblas_get_corename(),
+           getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
+           (unsigned long long)o.seed);
+    for (size_t k = 0; k < o.num_threads; k++)
+        printf("sgemm 1024^3, %d thread%s: %.1f GFLOP/s (median of 7)\n", thr[k],
+               thr[k] == 1 ? "" : "s", sg[k]);
+    printf("\n%-16s %3s %4s %5s %10s %9s %9s %8s %7s %6s %12s %12s %6s\n", "B,S,D,H", "thr",
+           "p", "reps", "ms", "fwd_ms", "bwd_ms", "GFLOP/s", "sgemm", "%sgemm", "act_bytes",
+           "ref_bytes", "ratio");
+    fflush(stdout);
+
+    size_t total = o.num_cases * o.num_dropouts * o.num_threads, n = 0;
+    bench_result *res = calloc(total, sizeof *res);
+    if (!res) return 1;
+    for (size_t ci = 0; ci < o.num_cases; ci++)
+        for (size_t di = 0; di < o.num_dropouts; di++)
+            for (size_t ti = 0; ti < o.num_threads; ti++) {
+                bench_result *r = &res[n++];
+                double sg_here = o.sgemm ? sgemm_gflops(thr[ti], 1024, 5) : 0.0;
+                run_case(&o, o.cases[ci], o.dropouts[di], thr[ti], r);
+                r->sgemm_gflops = sg_here;
+                r->sgemm_fraction = sg_here > 0 ? r->gflops / sg_here : 0.0;
+                char name[96];
+                snprintf(name, sizeof name, "%zu,%zu,%zu,%zu", r->c.B, r->c.S, r->c.D, r->c.H);
+                printf("%-16s %3d %4.2g %5ld %10.4f %9.4f %9.4f %8.2f %7.1f %5.1f%% %12zu %12zu "
+                       "%6.3f\n",
+                       name, r->threads, r->dropout, r->reps, r->ms, r->fwd_ms, r->bwd_ms,
+                       r->gflops, r->sgemm_gflops, 100.0 * r->sgemm_fraction, r->activation_bytes,
+                       r->reference_bytes,
+                       (double)r->activation_bytes / (double)r->reference_bytes);
+                fflush(stdout);
+            }
+    int rc = 0;
+    if (o.json_path) {
+        if (write_json(o.json_path, &o, res, n, thr, sg, o.num_threads)) {
+            fprintf(stderr, "mha-bench: cannot write %s: %s\n", o.json_path, strerror(errno));
+            rc = 1;
+        } else {
+            printf("\nwrote %s\n", o.json_path);
+        }
+    }
+    free(res);
+    return rc;
+}
