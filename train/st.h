@@ -1,0 +1,147 @@
+/*
+ * st — a reader and writer for safetensors files (the training program's checkpoints).
+ *
+ * File layout (https://github.com/huggingface/safetensors, "Format"):
+ *   bytes [0, 8)          N: unsigned 64-bit little-endian size of the header
+ *   bytes [8, 8+N)        UTF-8 JSON object, starting with '{', optionally padded at the end
+ *                         with spaces (0x20):
+ *                           { "__metadata__": {"key": "value", ...},        (optional, strings only)
+ *                             "<name>": {"dtype": "F32", "shape": [d0, d1, ...],
+ *                                        "data_offsets": [begin, end]}, ... }
+ *   bytes [8+N, size)     the data section; tensor <name> occupies [8+N+begin, 8+N+end),
+ *                         little-endian, row-major ('C' order). The ranges tile the data
+ *                         section exactly: no overlap, no hole, nothing after the last one.
+ *   end − begin = product(shape) · element size; shape [] is a scalar (1 element), a 0 in the
+ *   shape is an empty tensor (0 bytes).
+ *
+ * What st_save writes, beyond the format's rules:
+ *   - N is a multiple of 8 (header padded with spaces), so the data section starts at an
+ *     8-byte aligned file offset;
+ *   - tensors are laid out in the data section by decreasing element size (8-byte dtypes,
+ *     then F32, then U8; caller order within a size), so every tensor starts at a file
+ *     offset that is a multiple of its element size: a reader can mmap the file and use the
+ *     tensors in place;
+ *   - header keys are in caller order, "__metadata__" first when n_meta > 0.
+ *
+ * What st_load accepts: any file that follows the format with dtypes from st_dtype and at
+ * most 4 dimensions, with header entries in any order and with or without padding.
+ *
+ * Errors: every function that can fail returns MHA_OK (0) or a negative MHA_ status from
+ * <mha.h>, and writes a one-line human message (no newline) to err[errlen] when err != NULL
+ * and errlen > 0 (truncated to fit; err is left untouched on success).
+ * Nothing here prints, exits or aborts. Handles may be used from several threads at once
+ * for reading. One caveat on threads: cJSON writes a static error pointer on every parse,
+ * so st_load calls running at the same time race on it (this code never reads it; harmless
+ * in practice, but ThreadSanitizer would report it).
+ */
+#ifndef MHA_TRAIN_ST_H
+#define MHA_TRAIN_ST_H
+
+#include <stddef.h>
+
+#include "mha.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. The file spells them "F32", "F64", "I64", "U64", "U8"
+ * (4, 8, 8, 8 and 1 bytes). Other safetensors dtypes (F16, BF16, I32, ...) are refused. */
+typedef enum st_dtype { ST_F32, ST_F64, ST_I64, ST_U64, ST_U8 } st_dtype;
+
+enum { ST_MAX_NDIM = 4 }; /* most dimensions a tensor may have (the size of st_tensor.shape) */
+
+/* One tensor to save, or the description of a loaded one (st_tensor_at).
+ *   name   NUL-terminated UTF-8, not "__metadata__", unique within a file
+ *   shape  shape[0..ndim) used, ndim <= 4; ndim == 0 is a scalar
+ *   data   product(shape) elements of dtype, row-major, native (= little-endian) order;
+ *          may be NULL only when that product is 0 */
+typedef struct st_tensor {
+    const char *name;
+    st_dtype dtype;
+    size_t ndim;
+    size_t shape[ST_MAX_NDIM];
+    const void *data;
+} st_tensor;
+
+/* "F32", "F64", "I64", "U64", "U8"; NULL for a value outside st_dtype. Static storage. */
+const char *st_dtype_name(st_dtype dtype);
+/* Bytes per element (4, 8, 8, 8, 1); 0 for a value outside st_dtype. */
+size_t st_dtype_size(st_dtype dtype);
+
+/* Write tensors[0..n) and the metadata pairs (meta_keys[i] → meta_values[i], i < n_meta;
+ * both arrays may be NULL when n_meta == 0) to `path`, atomically:
+ *   1. validate everything (names valid UTF-8, unique, not "__metadata__"; dtype known;
+ *      ndim <= 4; data non-NULL unless empty; metadata keys unique and valid UTF-8;
+ *      byte counts product(shape)·size and their sum fit in size_t and in 2^53);
+ *   2. write 8 + N + Σ bytes to "<path>.tmp.<pid>" (created O_EXCL, mode 0666 & ~umask),
+ *      fflush + fsync + fclose;
+ *   3. rename it over `path`; 4. fsync the directory containing `path`.
+ * On any failure in 1–3 the previous file at `path` (if any) is untouched and the temporary
+ * is removed. A failure in 4 returns MHA_EIO although the new file is already in place
+ * (its durability across a power loss is then unknown; the message says so).
+ * Returns MHA_OK; MHA_EINVAL (bad argument, big-endian host), MHA_EOVERFLOW (sizes),
+ * MHA_ENOMEM, MHA_EIO (open/write/fsync/rename failed: errno text in err).
+ * Nothing is retained: the caller keeps ownership of every pointer passed in.
+ * Like any rename-based save: the new file gets a fresh mode (0666 & ~umask), a symlink at
+ * `path` is replaced rather than followed, and two threads of one process must not save to
+ * the same path at the same time (they would share the temporary's name; separate
+ * processes are fine, the last rename wins). */
+int st_save(const char *path, const st_tensor *tensors, size_t n, const char *const *meta_keys,
+            const char *const *meta_values, size_t n_meta, char *err, size_t errlen);
+
+/* A loaded file: the whole file in memory, validated. Opaque. */
+typedef struct st_file st_file;
+
+/* Read the whole file at `path` into memory and validate it (see the layout above):
+ * size field vs file size (header at most 100,000,000 bytes, as the reference reader),
+ * header is UTF-8 JSON starting with '{' followed only by whitespace, holding only objects,
+ * arrays, strings and integers, no "\u0000" in any string, no duplicate key at any level;
+ * every tensor entry has exactly the keys dtype (a st_dtype name), shape (0..4 integers
+ * >= 0) and data_offsets (2 integers, begin <= end) with end − begin == product(shape) ·
+ * element size (overflow-checked); the ranges tile the data section exactly;
+ * "__metadata__", if present, is an object of strings.
+ * On success *out is an owned handle (free with st_free) and MHA_OK is returned.
+ * Errors (*out set to NULL): MHA_EIO (cannot open or read: errno text in err),
+ * MHA_EFORMAT (anything wrong with the contents, including truncation: err names the
+ * problem and the tensor), MHA_ENOMEM, MHA_EINVAL (path or out NULL).
+ * Tensor data pointers are always aligned for their dtype: the file is read into a buffer
+ * placed so that the data section is 8-byte aligned in memory, and a tensor whose offset
+ * is not a multiple of its element size (possible only in files from other writers) is
+ * copied once, at load, into its own aligned allocation. */
+int st_load(const char *path, st_file **out, char *err, size_t errlen);
+
+/* Free a handle from st_load and everything borrowed from it. NULL is a no-op. */
+void st_free(st_file *f);
+
+/* Find tensor `name` and check it is exactly dtype with shape[0..ndim) (ndim <= 4; shape
+ * may be NULL when ndim == 0). On success *data (when data != NULL) receives a borrowed
+ * pointer to its product(shape) elements — read-only, aligned for dtype, valid until
+ * st_free(f) — and MHA_OK is returned. Errors, with *data untouched:
+ * MHA_ENOTFOUND (no such name), MHA_EFORMAT (the file has another dtype),
+ * MHA_ESHAPE (same dtype, other shape), MHA_EINVAL (f or name NULL, ndim > 4, dtype
+ * outside st_dtype, shape NULL with ndim > 0). err shows the file's and the expected
+ * dtype and shape. */
+int st_get(const st_file *f, const char *name, st_dtype dtype, size_t ndim, const size_t *shape,
+           const void **data, char *err, size_t errlen);
+
+/* Value of metadata key `key`, or NULL if the file has no such key (or f/key is NULL).
+ * Borrowed: valid until st_free(f). */
+const char *st_meta(const st_file *f, const char *key);
+
+/* Number of tensors (0 for f == NULL). */
+size_t st_count(const st_file *f);
+/* Name of tensor i, 0 <= i < st_count(f), in the order of the JSON header (for files from
+ * st_save: the caller's order); NULL when i is out of range or f is NULL. Borrowed: valid
+ * until st_free(f). */
+const char *st_name(const st_file *f, size_t i);
+/* Description of tensor i (same order as st_name) into *out: name, dtype, ndim, shape
+ * (shape[ndim..4) set to 0) and data (borrowed, aligned, valid until st_free(f)).
+ * MHA_EINVAL if f or out is NULL or i >= st_count(f). */
+int st_tensor_at(const st_file *f, size_t i, st_tensor *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MHA_TRAIN_ST_H */
