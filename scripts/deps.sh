@@ -2,7 +2,7 @@
 # Install what building and testing mha needs on Debian 12, if it is missing.
 # Runs apt-get as root, or through sudo when not root. Nothing else is downloaded.
 set -euo pipefail
-pkgs=(gcc make cmake pkg-config libopenblas-dev libcmocka-dev libcjson-dev)
+pkgs=(gcc make cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcmocka-dev libcjson-dev)
 [ "${1:-}" = "--with-valgrind" ] && pkgs+=(valgrind)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -30,8 +30,11 @@ void mha__dropout_bits(const mha_pcg32 *stream0, uint64_t pos, size_t count, uin
  * Three versions per precision (s = float, d = double):
  *   gemm_blas   CBLAS (OpenBLAS); dimensions must fit blasint (the caller checks);
  *               only ever called outside OpenMP regions.
- *   gemm_small  own loops, for the per-head products inside OpenMP regions, where
- *               calling the threaded OpenBLAS is not safe.
+ *   gemm_small  own register-blocked kernel, for the per-head products inside
+ *               OpenMP regions (where a pthreads OpenBLAS must not be called)
+ *               and for products too small for BLAS's call overhead. work is
+ *               scratch of K·N elements when tb = 1 (op(B) = Bᵀ is transposed
+ *               into it); unused (may be NULL) when tb = 0.
  *   gemm_ref    the naive triple loop tests compare the other two against. */
 #define MHA__DECLARE_GEMM(R, p)                                                              \
     void mha__##p##gemm_blas(int ta, int tb, size_t M, size_t N, size_t K, R alpha,          \
@@ -39,7 +42,7 @@ void mha__dropout_bits(const mha_pcg32 *stream0, uint64_t pos, size_t count, uin
                              size_t ldc);                                                     \
     void mha__##p##gemm_small(int ta, int tb, size_t M, size_t N, size_t K, R alpha,         \
                               const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,   \
-                              size_t ldc);                                                    \
+                              size_t ldc, R *work);                                           \
     void mha__##p##gemm_ref(int ta, int tb, size_t M, size_t N, size_t K, R alpha,           \
                             const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,     \
                             size_t ldc);

@@ -312,6 +312,15 @@ static void grad_large_directions(void **state)
                                .mask = MASK_BROADCAST, .dropout = 0.1, .directions = 8});
 }
 
+/* Heads large enough (48·48·16 multiply-adds per product) that the per-head
+ * products go to BLAS when OpenBLAS is the OpenMP build; random directions. */
+static void grad_blas_heads(void **state)
+{
+    (void)state;
+    run_grad_case(&(grad_case){.B = 2, .Sq = 48, .Sk = 48, .D = 32, .H = 2, .ctx = CTX_CROSS,
+                               .causal = 1, .dropout = 0.2, .directions = 4});
+}
+
 /* ---- float32 against float64 ------------------------------------------------ */
 
 /* float32 analytic gradients within ‖g32 − g64‖/‖g64‖ <= 1e-4 of float64 ones,
@@ -420,6 +429,7 @@ int main(void)
         cmocka_unit_test(grad_odd_sizes),
         cmocka_unit_test(grad_context_same_buffer),
         cmocka_unit_test(grad_large_directions),
+        cmocka_unit_test(grad_blas_heads),
         cmocka_unit_test(grad_f32_matches_f64),
     };
     return cmocka_run_group_tests_name("mha_grad", tests, NULL, NULL);
