@@ -58,7 +58,8 @@ extern "C" {
     X(EMISMATCH, -7, "the cache belongs to another module")                                   \
     X(ENONFINITE, -8, "non-finite value (NaN or infinity)")                                   \
     X(EIO, -9, "input/output error")                                                           \
-    X(EFORMAT, -10, "malformed or mismatched file")
+    X(EFORMAT, -10, "malformed or mismatched file")                                           \
+    X(EUNSUPPORTED, -11, "not available for this cache's attention mode")
 
 typedef enum mha_status {
 #define MHA_STATUS_ENUM_(name, value, msg) MHA_##name = value,
@@ -79,6 +80,19 @@ typedef struct mha_config {
     uint64_t seed;     /* seeds the initial weights and the dropout stream        */
     int threads;       /* worker threads for the attention core; 0 = all cores   */
 } mha_config;
+
+/* ---- Attention modes (chosen per cache) ----------------------------------- */
+typedef enum mha_attn_mode {
+    /* Saves the softmax weights P [B,H,Sq,Sk] and the bit-packed dropout mask;
+     * backward reads them. Activation memory grows with Sq·Sk. */
+    MHA_ATTN_STORED = 0,
+    /* Memory-efficient (FlashAttention-style): forward walks blocks of keys with
+     * an online softmax and saves one log-sum-exp per (b, h, row); backward
+     * recomputes the weights block by block and regenerates the dropout mask
+     * from the PCG32 stream. Activation memory grows linearly with Sq and Sk.
+     * Same semantics and results (up to rounding) as MHA_ATTN_STORED. */
+    MHA_ATTN_RECOMPUTE = 1
+} mha_attn_mode;
 
 /* ---- Masks ---------------------------------------------------------------- */
 /* Which scores are masked. A score (b, h, i, j) is masked when ANY of the active

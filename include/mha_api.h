@@ -75,11 +75,28 @@ MHA_API int MHA_NAME(set_call_index)(MHA_NAME(module) *m, uint64_t n);
 MHA_API int MHA_NAME(cache_size)(const MHA_NAME(module) *m, size_t batch, size_t seq_q,
                                  size_t seq_k, size_t *saved_bytes, size_t *total_bytes);
 
-/* Make a cache for forwards with B <= batch, Sq <= seq_q, Sk <= seq_k. It belongs
- * to m (using it with another module gives MHA_EMISMATCH). *out is owned: free with
- * MHA_NAME(cache_destroy). No allocation happens in forward or backward. */
+/* The same for a cache of the given attention mode (mha.h, mha_attn_mode). For
+ * MHA_ATTN_RECOMPUTE, *saved_bytes is Q, K, V, the context, one log-sum-exp per
+ * (b, h, row) and one flag byte per row: linear in Sq and Sk. MHA_EINVAL for an
+ * unknown mode. */
+MHA_API int MHA_NAME(cache_size_mode)(const MHA_NAME(module) *m, size_t batch, size_t seq_q,
+                                      size_t seq_k, mha_attn_mode mode, size_t *saved_bytes,
+                                      size_t *total_bytes);
+
+/* Make a cache for forwards with B <= batch, Sq <= seq_q, Sk <= seq_k, in the
+ * default mode MHA_ATTN_STORED. It belongs to m (using it with another module
+ * gives MHA_EMISMATCH). *out is owned: free with MHA_NAME(cache_destroy).
+ * No allocation happens in forward or backward. */
 MHA_API int MHA_NAME(cache_create)(MHA_NAME(cache) **out, const MHA_NAME(module) *m,
                                    size_t batch, size_t seq_q, size_t seq_k);
+
+/* The same with an explicit attention mode. With MHA_ATTN_RECOMPUTE, backward
+ * recomputes the attention weights, so the mask given to forward — the mask
+ * tensor and key_lengths arrays it points to — must stay alive and unchanged
+ * until the matching backward, like x_query and x_context. */
+MHA_API int MHA_NAME(cache_create_mode)(MHA_NAME(cache) **out, const MHA_NAME(module) *m,
+                                        size_t batch, size_t seq_q, size_t seq_k,
+                                        mha_attn_mode mode);
 
 /* Free a cache. NULL is allowed. */
 MHA_API void MHA_NAME(cache_destroy)(MHA_NAME(cache) *c);
@@ -109,7 +126,8 @@ MHA_API int MHA_NAME(forward)(MHA_NAME(module) *m, MHA_NAME(cache) *c, int train
 /* The softmax weights P [B, H, Sq, Sk] (after mask, before dropout) of the cache's
  * last forward, row-major with the forward's B, Sq, Sk; shape[] gets them.
  * Borrowed: valid until the next forward on this cache. MHA_ESTATE before any
- * forward. Backward leaves them intact. */
+ * forward; MHA_EUNSUPPORTED for a MHA_ATTN_RECOMPUTE cache, which never holds
+ * them (use a MHA_ATTN_STORED cache to plot weights). Backward leaves them intact. */
 MHA_API int MHA_NAME(cache_attention)(const MHA_NAME(cache) *c, const MHA_REAL **weights,
                                       size_t shape[4]);
 

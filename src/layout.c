@@ -59,15 +59,3 @@ uint64_t mha__dropout_threshold(double p)
      * above every 32-bit output, so everything is dropped. */
     return (uint64_t)(p * 4294967296.0);
 }
-
-void mha__dropout_bits(const mha_pcg32 *stream0, uint64_t pos, size_t count, uint64_t threshold,
-                       uint64_t *bits)
-{
-    mha_pcg32 rng = *stream0;
-    mha_pcg32_advance(&rng, pos);
-    size_t words = (count + 63) / 64;
-    memset(bits, 0, words * sizeof *bits);
-    for (size_t e = 0; e < count; e++)
-        if ((uint64_t)mha_pcg32_next(&rng) >= threshold)
-            bits[e >> 6] |= (uint64_t)1 << (e & 63);
-}

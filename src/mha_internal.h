@@ -18,11 +18,6 @@
 /* floor(p · 2^32): the drop threshold for a 32-bit output. */
 uint64_t mha__dropout_threshold(double p);
 
-/* Keep-bits of `count` consecutive stream positions starting at `pos`:
- * bit e of bits[] (word e/64, bit e%64) = 1 iff position pos+e is kept.
- * bits has (count + 63) / 64 words; they are fully overwritten. */
-void mha__dropout_bits(const mha_pcg32 *stream0, uint64_t pos, size_t count, uint64_t threshold,
-                       uint64_t *bits);
 
 /* ---- GEMM, row-major: C = alpha·op(A)·op(B) + beta·C --------------------------
  *   op(A) is [M, K], op(B) is [K, N], C is [M, N]; lda/ldb/ldc are row strides.

@@ -13,6 +13,9 @@
  *   5. mha_gradcheck compares, per tensor, and the test asserts on the numbers:
  *      |a − n| <= 1e-7 + 1e-6·|n| for every element (100× tighter than
  *      torch.autograd.gradcheck's defaults).
+ * Every case runs twice: with MHA_ATTN_STORED caches and with the memory-
+ * efficient MHA_ATTN_RECOMPUTE caches (blocks of 32 rows × 128 keys; the
+ * larger cases cross block boundaries).
  */
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +49,7 @@ typedef struct grad_case {
 
 typedef struct problem {
     grad_case gc;
+    mha_attn_mode mode;
     size_t Sk;            /* effective key length                             */
     mhad_module *m;
     mhad_cache *c;
@@ -84,16 +88,17 @@ static int loss_fn(void *vctx, double *loss)
     return 0;
 }
 
-static void setup_problem(problem *pb, const grad_case *g, uint64_t seed)
+static void setup_problem(problem *pb, const grad_case *g, mha_attn_mode mode, uint64_t seed)
 {
     memset(pb, 0, sizeof *pb);
     pb->gc = *g;
+    pb->mode = mode;
     pb->Sk = g->ctx == CTX_CROSS ? g->Sk : g->Sq;
     const size_t B = g->B, Sq = g->Sq, Sk = pb->Sk, D = g->D, H = g->H;
     mha_config cfg = {.model_dim = D, .num_heads = H, .dropout_p = g->dropout, .seed = seed,
                       .threads = 2};
     assert_int_equal(mhad_create(&pb->m, &cfg), MHA_OK);
-    assert_int_equal(mhad_cache_create(&pb->c, pb->m, B, Sq, Sk), MHA_OK);
+    assert_int_equal(mhad_cache_create_mode(&pb->c, pb->m, B, Sq, Sk, mode), MHA_OK);
     pb->xq = malloc(B * Sq * D * sizeof(double));
     pb->r = malloc(B * Sq * D * sizeof(double));
     pb->out = malloc(B * Sq * D * sizeof(double));
@@ -176,10 +181,10 @@ static void analytic(problem *pb)
                      MHA_OK);
 }
 
-static void run_grad_case(const grad_case *g)
+static void run_grad_case_mode(const grad_case *g, mha_attn_mode mode)
 {
     problem pb;
-    setup_problem(&pb, g, 1000 + g->B * 7 + g->Sq * 11 + g->D);
+    setup_problem(&pb, g, mode, 1000 + g->B * 7 + g->Sq * 11 + g->D);
     analytic(&pb);
 
     mha_gc_tensor t[MHA_NUM_TENSORS + 2];
@@ -204,15 +209,22 @@ static void run_grad_case(const grad_case *g)
     for (size_t i = 0; i < n; i++) {
         assert_true(res[i].compared > 0);
         if (!(res[i].worst_ratio <= 1.0)) {
-            print_error("%-10s worst ratio %.3g at %zu: analytic %.12g numeric %.12g "
+            print_error("%s mode, %-10s worst ratio %.3g at %zu: analytic %.12g numeric %.12g "
                         "(max abs %.3g, max rel %.3g)\n",
-                        t[i].name, res[i].worst_ratio, res[i].worst_index, res[i].worst_analytic,
+                        mode == MHA_ATTN_STORED ? "stored" : "recompute", t[i].name,
+                        res[i].worst_ratio, res[i].worst_index, res[i].worst_analytic,
                         res[i].worst_numeric, res[i].max_abs_err, res[i].max_rel_err);
             ok = 0;
         }
     }
     teardown_problem(&pb);
     assert_true(ok);
+}
+
+static void run_grad_case(const grad_case *g)
+{
+    run_grad_case_mode(g, MHA_ATTN_STORED);
+    run_grad_case_mode(g, MHA_ATTN_RECOMPUTE);
 }
 
 /* Self-attention, no mask: the seed's mha(x, None). */
@@ -321,6 +333,25 @@ static void grad_blas_heads(void **state)
                                .causal = 1, .dropout = 0.2, .directions = 4});
 }
 
+/* Several blocks of rows and keys in RECOMPUTE mode: Sq = 40 > 32, Sk = 300 > 2·128,
+ * with a broadcast mask (one fully masked row), key lengths and dropout. */
+static void grad_multi_block_masks(void **state)
+{
+    (void)state;
+    run_grad_case(&(grad_case){.B = 2, .Sq = 40, .Sk = 300, .D = 8, .H = 2, .ctx = CTX_CROSS,
+                               .mask = MASK_BROADCAST, .key_lengths = 1, .dropout = 0.3,
+                               .directions = 4});
+}
+
+/* Long causal self-attention: RECOMPUTE skips the key blocks that lie wholly
+ * above the diagonal of a row block; dropout draws must still line up. */
+static void grad_multi_block_causal(void **state)
+{
+    (void)state;
+    run_grad_case(&(grad_case){.B = 1, .Sq = 300, .D = 8, .H = 2, .causal = 1, .dropout = 0.25,
+                               .directions = 4});
+}
+
 /* ---- float32 against float64 ------------------------------------------------ */
 
 /* float32 analytic gradients within ‖g32 − g64‖/‖g64‖ <= 1e-4 of float64 ones,
@@ -332,7 +363,7 @@ static void grad_f32_matches_f64(void **state)
     const grad_case g = {.B = 3, .Sq = 5, .Sk = 7, .D = 12, .H = 3, .ctx = CTX_CROSS,
                          .mask = MASK_BROADCAST, .causal = 1, .dropout = 0.3};
     problem pb;
-    setup_problem(&pb, &g, 4242);
+    setup_problem(&pb, &g, MHA_ATTN_STORED, 4242);
     analytic(&pb);
 
     const size_t B = g.B, Sq = g.Sq, Sk = pb.Sk, D = g.D;
@@ -430,6 +461,8 @@ int main(void)
         cmocka_unit_test(grad_context_same_buffer),
         cmocka_unit_test(grad_large_directions),
         cmocka_unit_test(grad_blas_heads),
+        cmocka_unit_test(grad_multi_block_masks),
+        cmocka_unit_test(grad_multi_block_causal),
         cmocka_unit_test(grad_f32_matches_f64),
     };
     return cmocka_run_group_tests_name("mha_grad", tests, NULL, NULL);
