@@ -1,0 +1,7 @@
+/* The double instantiation of the tiny model (tmd_*), for gradient checks. */
+#include "model.h"
+
+#define TM_REAL double
+#define TM_NAME(n) tmd_##n
+#define TM_MHA(n) mhad_##n
+#include "model_impl.inc"
