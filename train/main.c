@@ -77,11 +77,12 @@ typedef struct run_config {
     uint64_t ckpt_every; /* [ckpt, overridable] 0 = only at the end            */
     uint64_t stop_after; /* stop (with a checkpoint) after this step; 0 = off */
     int threads;         /* attention and BLAS threads (0 = all cores)        */
+    int attention;       /* mha_attn_mode of every layer's cache              */
     char out[PATH_CAP];  /* output directory                                  */
     char resume[PATH_CAP];
 } run_config;
 
-typedef enum opt_type { T_TASK, T_OPTIM, T_SIZE, T_U64, T_DBL, T_INT, T_PATH } opt_type;
+typedef enum opt_type { T_TASK, T_OPTIM, T_ATTN, T_SIZE, T_U64, T_DBL, T_INT, T_PATH } opt_type;
 
 typedef struct opt_def {
     const char *name; /* without "--"                                  */
@@ -97,7 +98,7 @@ typedef struct opt_def {
 #define OFF(f) offsetof(run_config, f)
 static const opt_def OPTS[] = {
     {"task", T_TASK, OFF(task), 0, 0, 1, "NAME", "reverse | copy | lookup"},
-    {"seq-len", T_SIZE, OFF(seq_len), 1, 512, 1, "N",
+    {"seq-len", T_SIZE, OFF(seq_len), 1, 16384, 1, "N",
      "reverse: sequence length; copy: length of the copied part (the model sees 2N); "
      "lookup: number of queries"},
     {"vocab", T_SIZE, OFF(vocab), 2, 4096, 1, "V", "vocabulary size of the task's tokens"},
@@ -126,6 +127,9 @@ static const opt_def OPTS[] = {
      "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)"},
     {"threads", T_INT, OFF(threads), 0, 1024, 0, "N",
      "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible)"},
+    {"attention", T_ATTN, OFF(attention), 0, 0, 0, "MODE",
+     "stored (saves the attention weights: heat maps) | recompute (memory-efficient: "
+     "activation memory linear in the sequence length; no heat maps)"},
     {"out", T_PATH, OFF(out), 0, 0, 0, "DIR", "output directory (default runs/<task>)"},
     {"resume", T_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint (unspecified options are taken from it)"},
@@ -142,6 +146,7 @@ static size_t opt_index(const char *name)
 }
 
 static const char *const OPTIM_NAMES[] = {"sgd", "adam", "adamw"};
+static const char *const ATTN_NAMES[] = {"stored", "recompute"}; /* by mha_attn_mode */
 
 /* The defaults of each task (tuned so that the targets are reached, see README). */
 static void task_defaults(int task, run_config *c)
@@ -229,6 +234,7 @@ static void format_opt(const opt_def *o, const run_config *c, char *buf, size_t 
     switch (o->type) {
     case T_TASK: snprintf(buf, cap, "%s", task_name((task_kind) * (const int *)p)); break;
     case T_OPTIM: snprintf(buf, cap, "%s", OPTIM_NAMES[*(const int *)p]); break;
+    case T_ATTN: snprintf(buf, cap, "%s", ATTN_NAMES[*(const int *)p]); break;
     case T_SIZE: snprintf(buf, cap, "%zu", *(const size_t *)p); break;
     case T_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p); break;
     case T_DBL: { /* shortest text that reads back as the same double */
@@ -263,6 +269,13 @@ static const char *parse_opt(const opt_def *o, const char *text, run_config *c)
                 return NULL;
             }
         return "must be one of sgd, adam, adamw";
+    case T_ATTN:
+        for (int k = 0; k < 2; k++)
+            if (strcmp(text, ATTN_NAMES[k]) == 0) {
+                *(int *)p = k;
+                return NULL;
+            }
+        return "must be one of stored, recompute";
     case T_PATH:
         if (text[0] == '\0' || strlen(text) >= PATH_CAP)
             return "must be a non-empty path";
@@ -932,7 +945,7 @@ static void write_summary(const run_state *rs, const char *path, double wall, do
             continue;
         }
         format_opt(o, &rs->cfg, v, sizeof v);
-        if (o->type == T_TASK || o->type == T_OPTIM || o->type == T_PATH)
+        if (o->type == T_TASK || o->type == T_OPTIM || o->type == T_ATTN || o->type == T_PATH)
             cJSON_AddStringToObject(cfg, o->name, v);
         else if (o->type == T_DBL)
             cJSON_AddNumberToObject(cfg, o->name, *(const double *)((const char *)&rs->cfg + o->off));
@@ -1085,7 +1098,7 @@ int main(int argc, char **argv)
                           .pairs = cfg.pairs};
     rs.mcfg = (tm_config){.model_dim = cfg.model_dim, .num_heads = cfg.heads,
                           .layers = cfg.layers, .dropout = cfg.dropout, .seed = cfg.seed,
-                          .threads = cfg.threads};
+                          .threads = cfg.threads, .attn_mode = (mha_attn_mode)cfg.attention};
     if (task_model_shape(&rs.spec, &rs.mcfg) != MHA_OK)
         die_usage("invalid task shape (--seq-len %zu, --vocab %zu, --pairs %zu)", cfg.seq_len,
                   cfg.vocab, cfg.pairs);
@@ -1252,7 +1265,9 @@ int main(int argc, char **argv)
                   rs.step < cfg.steps);
     write_loss_svg(&rs, svg_path);
     char att[TM_MAX_LAYERS][PATH_CAP + 64];
-    write_attention_svgs(&rs, &ev, att, cfg.out);
+    const int heatmaps = cfg.attention == MHA_ATTN_STORED; /* recompute keeps no weights */
+    if (heatmaps)
+        write_attention_svgs(&rs, &ev, att, cfg.out);
     char ex_path[PATH_CAP + 32];
     snprintf(ex_path, sizeof ex_path, "%s/example.json", cfg.out);
     write_example_json(&rs, &ev, ex_path);
@@ -1263,8 +1278,10 @@ int main(int argc, char **argv)
     printf("held-out accuracy (%zu examples): token %.2f%%, sequence %.2f%%  (%.1f s)\n",
            cfg.eval_size, 100 * tok, 100 * seq, wall);
     printf("pictures: %s", svg_path);
-    for (size_t l = 0; l < cfg.layers; l++)
+    for (size_t l = 0; heatmaps && l < cfg.layers; l++)
         printf(", %s", att[l]);
+    if (!heatmaps)
+        printf(" (no attention heat maps with --attention recompute)");
     printf("\nlog: %s  summary: %s  checkpoint: %s\n", csv_path, sum_path, ckpt_path);
 
     run_free(&rs, &ev, &tr);

@@ -48,6 +48,7 @@ typedef struct tm_config {
     double dropout;   /* attention dropout p of every layer                         */
     uint64_t seed;    /* parameter init and dropout streams                         */
     int threads;      /* attention core threads (0 = all cores)                     */
+    mha_attn_mode attn_mode; /* every layer's cache: STORED (default) or RECOMPUTE     */
 } tm_config;
 
 /* The model's own tensors (besides the layers' attention parameters), in one
