@@ -34,16 +34,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mha_export.h"
+
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#if defined(MHA_STATIC_DEFINE)
-#define MHA_API
-#elif defined(__GNUC__)
-#define MHA_API __attribute__((visibility("default")))
-#else
-#define MHA_API
 #endif
 
 /* ---- Status codes: the one table (name, value, message) ------------------ */

@@ -12,18 +12,10 @@
 
 #include <stdint.h>
 
+#include "mha_export.h"
+
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#ifndef MHA_API
-#if defined(MHA_STATIC_DEFINE)
-#define MHA_API
-#elif defined(__GNUC__)
-#define MHA_API __attribute__((visibility("default")))
-#else
-#define MHA_API
-#endif
 #endif
 
 typedef struct mha_pcg32 {
