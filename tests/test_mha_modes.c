@@ -67,90 +67,25 @@ static const mha_mask *build_mask(const mode_case *mc, size_t Sk, mask_data *md)
     return (mc->full_row || mc->per_head || mc->lengths || mc->causal) ? &md->mask : NULL;
 }
 
-/* One forward + backward in float64 with the given mode; returns the output,
- * the parameter gradients and the input gradients, concatenated (owned). */
-static double *run_f64(const mode_case *mc, mha_attn_mode mode, size_t *n_out)
-{
-    const size_t Sk = mc->cross ? mc->Sk : mc->Sq, nq = mc->B * mc->Sq * mc->D,
-                 nk = mc->B * Sk * mc->D;
-    mha_config cfg = {.model_dim = mc->D, .num_heads = mc->H, .dropout_p = mc->dropout,
-                      .seed = 99, .threads = 2};
-    mhad_module *m = NULL;
-    mhad_cache *c = NULL;
-    assert_int_equal(mhad_create(&m, &cfg), MHA_OK);
-    assert_int_equal(mhad_cache_create_mode(&c, m, mc->B, mc->Sq, Sk, mode), MHA_OK);
-    size_t np;
-    mhad_params(m, &np);
-    const size_t total = nq + np + nq + (mc->cross ? nk : 0);
-    double *res = calloc(total, sizeof *res);
-    double *xq = malloc(nq * sizeof *xq), *xc = malloc(nk * sizeof *xc), *r = malloc(nq * sizeof *r);
-    assert_true(res && xq && xc && r);
-    fill_uniform(xq, nq, -1, 1, 1);
-    fill_uniform(xc, nk, -1, 1, 2);
-    fill_uniform(r, nq, -1, 1, 3);
-    mask_data md;
-    const mha_mask *mask = build_mask(mc, Sk, &md);
-    assert_int_equal(mhad_set_call_index(m, 17), MHA_OK);
-    double *out = res, *dxq = res + nq + np, *dxc = mc->cross ? dxq + nq : NULL;
-    assert_int_equal(mhad_forward(m, c, mc->dropout > 0, mc->B, mc->Sq, xq, Sk,
-                                  mc->cross ? xc : NULL, mask, out),
-                     MHA_OK);
-    assert_int_equal(mhad_backward(m, c, xq, mc->cross ? xc : NULL, r, dxq, dxc), MHA_OK);
-    memcpy(res + nq, mhad_grads(m, NULL), np * sizeof *res);
-    *n_out = total;
-    free(xq);
-    free(xc);
-    free(r);
-    free(md.bytes);
-    free(md.lengths);
-    mhad_cache_destroy(c);
-    mhad_destroy(m);
-    return res;
-}
+#define REAL double
+#define MHA_X(n) mhad_##n
+#define RUN_NAME run_f64
+#define FILL fill_uniform
+#include "test_mha_modes_run.inc"
+#undef REAL
+#undef MHA_X
+#undef RUN_NAME
+#undef FILL
 
-/* The same in float32, results widened to double. */
-static double *run_f32(const mode_case *mc, mha_attn_mode mode, size_t *n_out)
-{
-    const size_t Sk = mc->cross ? mc->Sk : mc->Sq, nq = mc->B * mc->Sq * mc->D,
-                 nk = mc->B * Sk * mc->D;
-    mha_config cfg = {.model_dim = mc->D, .num_heads = mc->H, .dropout_p = mc->dropout,
-                      .seed = 99, .threads = 2};
-    mha_module *m = NULL;
-    mha_cache *c = NULL;
-    assert_int_equal(mha_create(&m, &cfg), MHA_OK);
-    assert_int_equal(mha_cache_create_mode(&c, m, mc->B, mc->Sq, Sk, mode), MHA_OK);
-    size_t np;
-    mha_params(m, &np);
-    const size_t total = nq + np + nq + (mc->cross ? nk : 0);
-    float *buf = calloc(total, sizeof *buf);
-    float *xq = malloc(nq * sizeof *xq), *xc = malloc(nk * sizeof *xc), *r = malloc(nq * sizeof *r);
-    double *res = malloc(total * sizeof *res);
-    assert_true(buf && xq && xc && r && res);
-    fill_uniform_f(xq, nq, -1, 1, 1);
-    fill_uniform_f(xc, nk, -1, 1, 2);
-    fill_uniform_f(r, nq, -1, 1, 3);
-    mask_data md;
-    const mha_mask *mask = build_mask(mc, Sk, &md);
-    assert_int_equal(mha_set_call_index(m, 17), MHA_OK);
-    float *out = buf, *dxq = buf + nq + np, *dxc = mc->cross ? dxq + nq : NULL;
-    assert_int_equal(mha_forward(m, c, mc->dropout > 0, mc->B, mc->Sq, xq, Sk,
-                                 mc->cross ? xc : NULL, mask, out),
-                     MHA_OK);
-    assert_int_equal(mha_backward(m, c, xq, mc->cross ? xc : NULL, r, dxq, dxc), MHA_OK);
-    memcpy(buf + nq, mha_grads(m, NULL), np * sizeof *buf);
-    for (size_t i = 0; i < total; i++)
-        res[i] = buf[i];
-    *n_out = total;
-    free(buf);
-    free(xq);
-    free(xc);
-    free(r);
-    free(md.bytes);
-    free(md.lengths);
-    mha_cache_destroy(c);
-    mha_destroy(m);
-    return res;
-}
+#define REAL float
+#define MHA_X(n) mha_##n
+#define RUN_NAME run_f32
+#define FILL fill_uniform_f
+#include "test_mha_modes_run.inc"
+#undef REAL
+#undef MHA_X
+#undef RUN_NAME
+#undef FILL
 
 static const mode_case cases[] = {
     /* causal, Sq = 257: the last row block has one row, whose only block beyond
