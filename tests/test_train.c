@@ -4,7 +4,11 @@
  * the expected tensors and round-trips into a model that gives the logged held-out
  * loss exactly, mismatched / truncated / corrupted checkpoints and bad options are
  * refused with exit status 2 and a message naming the problem, and a diverging run
- * stops with status 3 leaving a loadable checkpoint. */
+ * stops with status 3 leaving a loadable checkpoint. A property test resumes from a few
+ * hundred deterministic mutants of two real checkpoints (byte and bit flips, truncations,
+ * size-field changes, and valid safetensors files with a tensor reshaped, retyped,
+ * removed or added, a metadata value changed, a state value or weight changed): each is
+ * refused with status 2 or, if still a valid checkpoint, runs to completion. */
 #include "test_util.h"
 
 #include <math.h>
@@ -438,6 +442,622 @@ static void test_train_deterministic_outputs(void **state)
     assert_file_contains("d1.out", "attention_layer0.svg");
 }
 
+/* ---- property test: hundreds of mutations of real checkpoints ----------------------
+ *
+ * Two real checkpoints (reverse, 2 layers, dropout, Adam; lookup with cross-attention,
+ * 1 layer, dropout, SGD momentum) taken at step 2 of 4, so that they hold weights, both
+ * kinds of optimizer state, the data generator, the dropout call indices and every
+ * config key. Each mutant is resumed with `--resume <mutant> --steps 4` and must either
+ * be refused (exit 2, with a message on stderr) or, when the mutation leaves a valid
+ * checkpoint, run to completion (exit 0: summary.json says 4 steps, completed). Exit 3
+ * (stopped on a non-finite value) is allowed only where a mutation changed tensor data.
+ * A signal, a sanitizer report, exit 1 or anything else fails. */
+
+enum { ALLOW0 = 1, ALLOW2 = 2, ALLOW3 = 4 };
+
+typedef enum mut_kind {
+    MK_HDR_BYTE,  /* a random byte of the JSON header replaced                          */
+    MK_DATA_BYTE, /* a random byte of the data section XOR-ed                            */
+    MK_BIT,       /* one bit anywhere                                                    */
+    MK_TRUNC,     /* cut at a random length (uniform, or near the header end / file end) */
+    MK_APPEND,    /* 1..32 bytes of garbage, zeros or spaces appended                    */
+    MK_SIZE,      /* the 8-byte header-size field replaced                               */
+    /* the rest are written with st_save: valid safetensors files that st_load accepts */
+    MK_RESHAPE,   /* a tensor's shape changed: same element count, or one row more/fewer  */
+    MK_RETYPE,    /* a tensor's dtype changed (F32→F64/U8, U64→I64/F64/U8)               */
+    MK_REMOVE,    /* a tensor removed                                                    */
+    MK_EXTRA,     /* a tensor this run does not have added                               */
+    MK_META,      /* a metadata value changed: garbage, or another valid value           */
+    MK_META_DEL,  /* a metadata key removed                                              */
+    MK_META_ADD,  /* an unknown metadata key added                                       */
+    MK_U64,       /* a value of train.step, optimizer.step, data.rng, dropout.call_index */
+    MK_F32,       /* one weight / moment element set to NaN, ±inf, −1, 3e38, 0, 1e-40    */
+    MK_COUNT
+} mut_kind;
+
+static const char *const MK_NAMES[MK_COUNT] = {
+    "hdr-byte", "data-byte", "bit", "truncate", "append", "size-field", "reshape", "retype",
+    "remove", "extra", "meta-value", "meta-remove", "meta-add", "state-u64", "value-f32"};
+/* mutants of each kind per base checkpoint */
+static const unsigned MK_PER_BASE[MK_COUNT] = {16, 16, 12, 10, 4, 5, 12, 8,
+                                               8,  4, 26, 5, 2, 28, 14};
+
+typedef struct ckpt_base {
+    unsigned char *bytes; /* the whole file, n bytes                       */
+    size_t n, hdr_end;    /* hdr_end = 8 + N: the data section's start     */
+    st_file *f;           /* the same file, loaded                         */
+    cJSON *hdr;           /* its JSON header                               */
+    const cJSON *meta;    /* hdr's "__metadata__" object (borrowed)        */
+    uint64_t steps;       /* its --steps                                   */
+} ckpt_base;
+
+/* One edit of a loaded checkpoint, written back with st_save. */
+typedef struct variant {
+    size_t target;                    /* tensor index edited; SIZE_MAX: none         */
+    int remove;                       /* drop the target                             */
+    int reshape;                      /* give the target ndim/shape                  */
+    size_t ndim, shape[ST_MAX_NDIM];
+    int retype;                       /* give the target dtype                       */
+    st_dtype dtype;
+    const void *data;                 /* the target's new data (NULL: unchanged)     */
+    const st_tensor *extra;           /* a tensor to add (NULL: none)                */
+    const char *meta_key, *meta_val;  /* set key to val (added if absent); val NULL:
+                                         remove the key                              */
+} variant;
+
+static void write_file(const char *path, const void *buf, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void save_variant(const ckpt_base *b, const char *dst, const variant *v)
+{
+    size_t nt = st_count(b->f), k = 0;
+    st_tensor *ts = calloc(nt + 1, sizeof *ts);
+    assert_non_null(ts);
+    for (size_t i = 0; i < nt; i++) {
+        st_tensor t;
+        assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        if (i == v->target) {
+            if (v->remove)
+                continue;
+            if (v->reshape) {
+                t.ndim = v->ndim;
+                memcpy(t.shape, v->shape, sizeof t.shape);
+            }
+            if (v->retype)
+                t.dtype = v->dtype;
+            if (v->data)
+                t.data = v->data;
+        }
+        ts[k++] = t;
+    }
+    if (v->extra)
+        ts[k++] = *v->extra;
+    enum { MAXM = 64 };
+    const char *keys[MAXM], *vals[MAXM];
+    size_t nm = 0;
+    int found = 0;
+    for (const cJSON *c = b->meta->child; c; c = c->next) {
+        const char *val = c->valuestring;
+        if (v->meta_key && strcmp(c->string, v->meta_key) == 0) {
+            found = 1;
+            if (!v->meta_val)
+                continue;
+            val = v->meta_val;
+        }
+        assert_true(nm < MAXM - 1);
+        keys[nm] = c->string;
+        vals[nm++] = val;
+    }
+    if (v->meta_key && v->meta_val && !found) {
+        keys[nm] = v->meta_key;
+        vals[nm++] = v->meta_val;
+    }
+    char err[256];
+    int st = st_save(dst, ts, k, keys, vals, nm, err, sizeof err);
+    if (st != MHA_OK)
+        fail_msg("cannot write the mutant: %s", err);
+    free(ts);
+}
+
+static uint64_t rand64(mha_pcg32 *r)
+{
+    uint64_t hi = mha_pcg32_next(r);
+    return (hi << 32) | mha_pcg32_next(r);
+}
+
+static uint32_t below(mha_pcg32 *r, size_t bound)
+{
+    uint32_t x = 0;
+    assert_true(bound > 0 && bound <= UINT32_MAX);
+    assert_int_equal(mha_pcg32_bounded(r, (uint32_t)bound, &x), 0);
+    return x;
+}
+
+static size_t numel_of(const st_tensor *t)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+/* Values that no config key accepts. */
+static const char *const META_GARBAGE[] = {"",    "x",   "-1",  " -1", "1e999",
+                                           "nan", "inf", "3x",  "18446744073709551616"};
+/* Keys whose change alters a tensor's shape or set (or, for steps, contradicts the
+ * explicit --steps): a valid but different value must be refused too. */
+static int meta_must_refuse(const char *key)
+{
+    const char *keys[] = {"format", "task", "seq-len", "vocab", "layers", "model-dim", "steps"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strcmp(key, keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Write mutant `j` of kind k (the j-th of its kind for this base) to dst; describe it in
+ * desc and return the exit statuses it may have (ALLOW* bits). */
+static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
+                       const char *dst, char *desc, size_t dcap)
+{
+    const size_t n = b->n, N = b->hdr_end - 8, nd = n - b->hdr_end;
+    unsigned char *buf = malloc(n + 64);
+    assert_non_null(buf);
+    memcpy(buf, b->bytes, n);
+    size_t len = n;
+    int allow = ALLOW2;
+    variant v = {.target = SIZE_MAX};
+    void *owned = NULL; /* replacement data of a variant */
+    int structured = 0;
+    const size_t nt = st_count(b->f);
+    switch (k) {
+    case MK_HDR_BYTE: {
+        size_t pos = 8 + below(r, N);
+        unsigned char to = (unsigned char)(buf[pos] ^ (1 + below(r, 255)));
+        snprintf(desc, dcap, "header byte %zu: 0x%02x -> 0x%02x", pos, buf[pos], to);
+        buf[pos] = to;
+        allow = ALLOW0 | ALLOW2;
+        break;
+    }
+    case MK_DATA_BYTE: {
+        size_t pos = b->hdr_end + below(r, nd);
+        unsigned char to = (unsigned char)(buf[pos] ^ (1 + below(r, 255)));
+        snprintf(desc, dcap, "data byte %zu: 0x%02x -> 0x%02x", pos, buf[pos], to);
+        buf[pos] = to;
+        allow = ALLOW0 | ALLOW2 | ALLOW3;
+        break;
+    }
+    case MK_BIT: {
+        size_t pos = below(r, n);
+        unsigned bit = below(r, 8);
+        buf[pos] ^= (unsigned char)(1u << bit);
+        snprintf(desc, dcap, "bit %u of byte %zu", bit, pos);
+        allow = pos < 8 ? ALLOW2 : pos < b->hdr_end ? ALLOW0 | ALLOW2 : ALLOW0 | ALLOW2 | ALLOW3;
+        break;
+    }
+    case MK_TRUNC: {
+        if (j % 2 == 0)
+            len = below(r, n);
+        else if (j % 4 == 1) /* around the end of the header */
+            len = b->hdr_end - 8 + below(r, 17);
+        else /* just short of the end, or inside the size field */
+            len = (j % 8 == 3) ? below(r, 9) : n - 1 - below(r, 16);
+        snprintf(desc, dcap, "truncated to %zu of %zu bytes", len, n);
+        break;
+    }
+    case MK_APPEND: {
+        size_t add = 1 + below(r, 32);
+        for (size_t i = 0; i < add; i++)
+            buf[n + i] = j % 3 == 0 ? (unsigned char)below(r, 256) : j % 3 == 1 ? 0 : ' ';
+        len = n + add;
+        snprintf(desc, dcap, "%zu bytes of %s appended", add,
+                 j % 3 == 0 ? "garbage" : j % 3 == 1 ? "zeros" : "spaces");
+        break;
+    }
+    case MK_SIZE: {
+        const uint64_t opts[] = {0, 1, N - 1, N + 1, N - 8, N + 8, n - 8, n,
+                                 (uint64_t)1 << 63, UINT64_MAX, rand64(r)};
+        uint64_t to = opts[below(r, sizeof opts / sizeof opts[0])];
+        for (int i = 0; i < 8; i++)
+            buf[i] = (unsigned char)(to >> (8 * i));
+        snprintf(desc, dcap, "header size %zu -> %llu", N, (unsigned long long)to);
+        break;
+    }
+    case MK_RESHAPE: {
+        st_tensor t;
+        size_t i = below(r, nt);
+        assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        /* same element count (the data kept), or one row / element fewer or more (the
+         * data cut, or extended with zeros) */
+        size_t opts[8][5]; /* ndim, shape... */
+        size_t no = 0;
+#define OPT(nd_, a_, b_, c_) (opts[no][0] = (nd_), opts[no][1] = (a_), opts[no][2] = (b_), \
+                              opts[no][3] = (c_), no++)
+        if (t.ndim == 0) {
+            OPT(1, 1, 0, 0);
+            OPT(2, 1, 1, 0);
+            OPT(1, 2, 0, 0);
+        } else if (t.ndim == 1) {
+            OPT(2, 1, t.shape[0], 0);
+            OPT(2, t.shape[0], 1, 0);
+            if (t.shape[0] == 1)
+                OPT(0, 0, 0, 0);
+            if (t.shape[0] % 2 == 0 && t.shape[0] > 2)
+                OPT(2, 2, t.shape[0] / 2, 0);
+            OPT(1, t.shape[0] - 1, 0, 0);
+            OPT(1, t.shape[0] + 1, 0, 0);
+        } else {
+            size_t a = t.shape[0], c = t.shape[1];
+            if (a != c)
+                OPT(2, c, a, 0);
+            OPT(1, a * c, 0, 0);
+            OPT(3, 1, a, c);
+            OPT(3, a, c, 1);
+            OPT(2, a - 1, c, 0);
+            OPT(2, a, c + 1, 0);
+        }
+#undef OPT
+        size_t o = below(r, no);
+        v.target = i;
+        v.reshape = 1;
+        v.ndim = opts[o][0];
+        char sh[64] = "[";
+        size_t ne = 1, esz = st_dtype_size(t.dtype), old_bytes = numel_of(&t) * esz;
+        for (size_t d = 0; d < v.ndim; d++) {
+            v.shape[d] = opts[o][1 + d];
+            ne *= v.shape[d];
+            snprintf(sh + strlen(sh), sizeof sh - strlen(sh), d ? ",%zu" : "%zu", v.shape[d]);
+        }
+        strcat(sh, "]");
+        if (ne * esz != old_bytes) {
+            unsigned char *d = calloc(ne * esz + 1, 1);
+            assert_non_null(d);
+            memcpy(d, t.data, ne * esz < old_bytes ? ne * esz : old_bytes);
+            owned = d;
+            v.data = d;
+        }
+        snprintf(desc, dcap, "tensor %s %s [%zu elements] -> %s [%zu elements]", t.name,
+                 st_dtype_name(t.dtype), numel_of(&t), sh, ne);
+        structured = 1;
+        break;
+    }
+    case MK_RETYPE: {
+        st_tensor t;
+        size_t i = below(r, nt);
+        assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        size_t ne = numel_of(&t);
+        unsigned how = below(r, t.dtype == ST_F32 ? 2 : 3);
+        v.target = i;
+        v.retype = 1;
+        if (t.dtype == ST_F32 && how == 0) { /* F64, same values */
+            double *d = malloc((ne ? ne : 1) * sizeof *d);
+            assert_non_null(d);
+            for (size_t e = 0; e < ne; e++)
+                d[e] = ((const float *)t.data)[e];
+            owned = d;
+            v.dtype = ST_F64;
+            v.data = d;
+        } else if (t.dtype == ST_U64 && how == 0) { /* I64, same bytes */
+            v.dtype = ST_I64;
+        } else if (t.dtype == ST_U64 && how == 1) { /* F64, same values */
+            double *d = malloc((ne ? ne : 1) * sizeof *d);
+            assert_non_null(d);
+            for (size_t e = 0; e < ne; e++)
+                d[e] = (double)((const uint64_t *)t.data)[e];
+            owned = d;
+            v.dtype = ST_F64;
+            v.data = d;
+        } else { /* U8 with one more dimension of the element size, same bytes */
+            v.dtype = ST_U8;
+            v.reshape = 1;
+            v.ndim = t.ndim + 1;
+            memcpy(v.shape, t.shape, sizeof v.shape);
+            v.shape[t.ndim] = st_dtype_size(t.dtype);
+        }
+        snprintf(desc, dcap, "tensor %s retyped %s -> %s", t.name, st_dtype_name(t.dtype),
+                 st_dtype_name(v.dtype));
+        structured = 1;
+        break;
+    }
+    case MK_REMOVE: {
+        v.target = below(r, nt);
+        v.remove = 1;
+        snprintf(desc, dcap, "tensor %s removed", st_name(b->f, v.target));
+        structured = 1;
+        break;
+    }
+    case MK_EXTRA: {
+        static float zeros[1024];
+        static st_tensor extra;
+        static char name[96];
+        st_tensor first;
+        assert_int_equal(st_tensor_at(b->f, 0, &first), MHA_OK);
+        const size_t D = strtoull(st_meta(b->f, "model-dim"), NULL, 10);
+        const size_t L = strtoull(st_meta(b->f, "layers"), NULL, 10);
+        extra = (st_tensor){name, ST_F32, first.ndim, {first.shape[0], first.shape[1]}, zeros};
+        switch (j % 4) {
+        case 0: /* the next layer */
+            snprintf(name, sizeof name, "layers.%zu.w_q.weight", L);
+            extra.ndim = 2;
+            extra.shape[0] = extra.shape[1] = D;
+            break;
+        case 1: /* the other optimizer's state */
+            snprintf(name, sizeof name, "optimizer.%s.%s",
+                     strcmp(st_meta(b->f, "optimizer"), "sgd") == 0 ? "exp_avg"
+                                                                    : "momentum_buffer",
+                     first.name);
+            break;
+        case 2: /* the value embedding (lookup only) */
+            snprintf(name, sizeof name, "val_emb.weight");
+            break;
+        default:
+            snprintf(name, sizeof name, "zz.unknown");
+            extra.ndim = 1;
+            extra.shape[0] = 3;
+            break;
+        }
+        char err[128];
+        if (st_get(b->f, name, ST_F32, 0, NULL, NULL, err, sizeof err) != MHA_ENOTFOUND) {
+            snprintf(name, sizeof name, "zz.unknown.%u", j);
+            extra.ndim = 1;
+            extra.shape[0] = 3;
+        }
+        assert_true(numel_of(&extra) <= sizeof zeros / sizeof zeros[0]);
+        v.extra = &extra;
+        snprintf(desc, dcap, "extra tensor %s added", name);
+        structured = 1;
+        break;
+    }
+    case MK_META: {
+        static char val[64];
+        size_t nkeys = (size_t)cJSON_GetArraySize(b->meta);
+        const cJSON *c = cJSON_GetArrayItem(b->meta, (int)(j % nkeys));
+        const char *key = c->string, *cur = c->valuestring;
+        if (below(r, 3) == 0) { /* garbage: refused for every key */
+            snprintf(val, sizeof val, "%s",
+                     META_GARBAGE[below(r, sizeof META_GARBAGE / sizeof META_GARBAGE[0])]);
+        } else if (strcmp(key, "format") == 0) {
+            snprintf(val, sizeof val, "mha-train/2");
+        } else if (strcmp(key, "task") == 0 || strcmp(key, "optimizer") == 0) {
+            const char *const tasks[] = {"reverse", "copy", "lookup"};
+            const char *const opts[] = {"sgd", "adam", "adamw"};
+            const char *const *names = strcmp(key, "task") == 0 ? tasks : opts;
+            unsigned skip = below(r, 2), m = 0;
+            for (unsigned q = 0; q < 3; q++)
+                if (strcmp(names[q], cur) != 0 && m++ == skip)
+                    snprintf(val, sizeof val, "%s", names[q]);
+            /* the optimizer state differs between sgd and adam/adamw */
+            if (strcmp(key, "optimizer") == 0 &&
+                (strcmp(cur, "sgd") == 0) == (strcmp(val, "sgd") == 0))
+                allow = ALLOW0 | ALLOW2;
+        } else { /* another number: x + 1, 2x, or for a shape key its largest value */
+            const char *const big_keys[] = {"seq-len", "vocab", "model-dim", "layers"};
+            const double big[] = {4096, 4096, 4096, TM_MAX_LAYERS};
+            double x = strtod(cur, NULL), y;
+            unsigned how = below(r, 3);
+            y = how == 0 ? x + 1 : x != 0 ? 2 * x : 1;
+            for (size_t q = 0; q < 4 && how == 2; q++)
+                if (strcmp(key, big_keys[q]) == 0 && big[q] != x)
+                    y = big[q]; /* refused before a model of that size is allocated */
+            if (strcmp(key, "layers") == 0 && y > TM_MAX_LAYERS)
+                y = x - 1;
+            if (strpbrk(cur, ".eE"))
+                snprintf(val, sizeof val, "%.17g", y);
+            else
+                snprintf(val, sizeof val, "%.0f", y);
+            if (!meta_must_refuse(key))
+                allow = ALLOW0 | ALLOW2;
+        }
+        v.meta_key = key;
+        v.meta_val = val;
+        snprintf(desc, dcap, "metadata %s: \"%s\" -> \"%s\"", key, cur, val);
+        structured = 1;
+        break;
+    }
+    case MK_META_DEL: {
+        size_t nkeys = (size_t)cJSON_GetArraySize(b->meta);
+        v.meta_key = cJSON_GetArrayItem(b->meta, (int)below(r, nkeys))->string;
+        v.meta_val = NULL;
+        snprintf(desc, dcap, "metadata %s removed", v.meta_key);
+        structured = 1;
+        break;
+    }
+    case MK_META_ADD: {
+        v.meta_key = j % 2 ? "comment" : "zz-unknown";
+        v.meta_val = j % 2 ? "made by hand" : "1";
+        snprintf(desc, dcap, "metadata %s added", v.meta_key);
+        allow = ALLOW0 | ALLOW2;
+        structured = 1;
+        break;
+    }
+    case MK_U64: {
+        const char *const names[] = {"train.step", "optimizer.step", "data.rng",
+                                     "dropout.call_index"};
+        const char *name = names[j % 4];
+        st_tensor t;
+        size_t i = 0;
+        while (i < nt && strcmp(st_name(b->f, i), name) != 0)
+            i++;
+        assert_true(i < nt);
+        assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        size_t ne = numel_of(&t), e = below(r, ne);
+        uint64_t *d = malloc(ne * sizeof *d);
+        assert_non_null(d);
+        memcpy(d, t.data, ne * sizeof *d);
+        const uint64_t opts[] = {0, 1, b->steps, b->steps + 1, (uint64_t)1 << 63, UINT64_MAX,
+                                 rand64(r)};
+        uint64_t to = opts[(j / 4) % 7]; /* every value for every tensor */
+        if (to == d[e])
+            to ^= 2;
+        snprintf(desc, dcap, "%s[%zu]: %llu -> %llu", name, e, (unsigned long long)d[e],
+                 (unsigned long long)to);
+        d[e] = to;
+        owned = d;
+        v.target = i;
+        v.data = d;
+        /* the two step counts always agree (every step is one optimizer step), and a
+         * PCG32 increment is odd; any generator state and call index can be continued from
+         * (or refused as inconsistent) */
+        int must = strcmp(name, "train.step") == 0 || strcmp(name, "optimizer.step") == 0 ||
+                   (strcmp(name, "data.rng") == 0 && e == 1 && (to & 1u) == 0);
+        allow = must ? ALLOW2 : ALLOW0 | ALLOW2;
+        structured = 1;
+        break;
+    }
+    case MK_F32: {
+        size_t i;
+        st_tensor t;
+        do {
+            i = below(r, nt);
+            assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        } while (t.dtype != ST_F32);
+        size_t ne = numel_of(&t), e = below(r, ne);
+        float *d = malloc(ne * sizeof *d);
+        assert_non_null(d);
+        memcpy(d, t.data, ne * sizeof *d);
+        const float opts[] = {NAN, INFINITY, -INFINITY, -1.0f, 3e38f, 0.0f, 1e-40f};
+        unsigned o = j < 7 ? j : below(r, 7); /* every value at least once */
+        d[e] = opts[o];
+        snprintf(desc, dcap, "%s[%zu] = %g", t.name, e, (double)opts[o]);
+        owned = d;
+        v.target = i;
+        v.data = d;
+        if (!isfinite(opts[o]))
+            allow = ALLOW2; /* a checkpoint never holds a non-finite value */
+        else if (opts[o] < 0 && strncmp(t.name, "optimizer.exp_avg_sq.", 21) == 0)
+            allow = ALLOW2; /* a second moment is never negative */
+        else if (opts[o] > 1e38f)
+            allow = ALLOW0 | ALLOW3; /* finite, but may overflow in training */
+        else
+            allow = ALLOW0; /* an ordinary value: a valid checkpoint */
+        structured = 1;
+        break;
+    }
+    default:
+        fail_msg("unknown mutation kind %d", (int)k);
+    }
+    if (structured)
+        save_variant(b, dst, &v);
+    else
+        write_file(dst, buf, len);
+    free(owned);
+    free(buf);
+    return allow;
+}
+
+static void test_train_checkpoint_mutations(void **state)
+{
+    (void)state;
+    const char *bases[][2] = {
+        {"mb_adam", "--task reverse --seq-len 5 --vocab 6 --layers 2 --model-dim 8 --heads 2 "
+                    "--dropout 0.1 --batch 4 --steps 4 --stop-after 2 --warmup 1 "
+                    "--optimizer adam --eval-size 8 --eval-every 2 --threads 1 --seed 3"},
+        {"mb_sgd", "--task lookup --seq-len 3 --vocab 7 --pairs 4 --layers 1 --model-dim 12 "
+                   "--heads 3 --dropout 0.2 --batch 4 --steps 4 --stop-after 2 --warmup 1 "
+                   "--optimizer sgd --momentum 0.9 --eval-size 8 --eval-every 2 --threads 1 "
+                   "--seed 4"},
+    };
+    enum { NB = sizeof bases / sizeof bases[0] };
+    mha_pcg32 rng;
+    mha_pcg32_seed(&rng, 20240611u, 77u);
+    size_t count[MK_COUNT][3] = {{0}}; /* exit 2, 0, 3 */
+    size_t total = 0, bad = 0;
+    char mut[512], args[2048], sum[600];
+    snprintf(mut, sizeof mut, "%s/mutant.safetensors", tmpdir);
+    snprintf(sum, sizeof sum, "%s/mout/summary.json", tmpdir);
+    snprintf(args, sizeof args, "--resume '%s' --steps 4 --out '%s/mout'", mut, tmpdir);
+    for (size_t bi = 0; bi < NB; bi++) {
+        char bargs[1024], path[512];
+        snprintf(bargs, sizeof bargs, "%s --out '%s/%s'", bases[bi][1], tmpdir, bases[bi][0]);
+        assert_int_equal(run(bases[bi][0], bargs), 0);
+        snprintf(path, sizeof path, "%s/%s/checkpoint.safetensors", tmpdir, bases[bi][0]);
+        ckpt_base b = {.steps = 4};
+        b.bytes = (unsigned char *)slurp(path, &b.n);
+        assert_non_null(b.bytes);
+        assert_true(b.n > 8);
+        uint64_t N = 0;
+        for (int i = 0; i < 8; i++)
+            N |= (uint64_t)b.bytes[i] << (8 * i);
+        assert_true(N < b.n - 8);
+        b.hdr_end = 8 + (size_t)N;
+        b.hdr = cJSON_ParseWithLength((const char *)b.bytes + 8, (size_t)N);
+        assert_non_null(b.hdr);
+        b.meta = cJSON_GetObjectItemCaseSensitive(b.hdr, "__metadata__");
+        assert_true(cJSON_IsObject(b.meta));
+        char err[256];
+        assert_int_equal(st_load(path, &b.f, err, sizeof err), MHA_OK);
+        /* the unmutated checkpoint resumes and completes */
+        snprintf(bargs, sizeof bargs, "--resume '%s' --steps 4 --out '%s/mout'", path, tmpdir);
+        assert_int_equal(run("mut", bargs), 0);
+        assert_int_equal((int)summary_number("mout/summary.json", "steps"), 4);
+
+        for (int k = 0; k < MK_COUNT; k++) {
+            for (unsigned j = 0; j < MK_PER_BASE[k]; j++) {
+                char desc[256];
+                int allow = make_mutant(&b, (mut_kind)k, j, &rng, mut, desc, sizeof desc);
+                remove(sum);
+                int rc = run("mut", args);
+                total++;
+                char *errtext = slurp_in("mut.err", NULL);
+                assert_non_null(errtext);
+                const char *why = NULL;
+                int bit = rc == 0 ? ALLOW0 : rc == 2 ? ALLOW2 : rc == 3 ? ALLOW3 : 0;
+                if (strstr(errtext, "Sanitizer") || strstr(errtext, "runtime error"))
+                    why = "sanitizer report";
+                else if (!(bit & allow))
+                    why = rc < 0 || rc > 128 ? "killed by a signal" : "exit status not allowed";
+                else if (rc != 0 && strncmp(errtext, "mha-train: ", 11) != 0)
+                    why = "no message on stderr";
+                else if (rc != 0 && strlen(errtext) < 20)
+                    why = "message too short";
+                if (!why && rc == 0) {
+                    char *s = slurp(sum, NULL);
+                    cJSON *js = s ? cJSON_Parse(s) : NULL;
+                    const cJSON *st = cJSON_GetObjectItemCaseSensitive(js, "steps");
+                    const cJSON *co = cJSON_GetObjectItemCaseSensitive(js, "completed");
+                    if (!cJSON_IsNumber(st) || st->valuedouble != 4 || !cJSON_IsTrue(co))
+                        why = "exit 0 without a completed run";
+                    cJSON_Delete(js);
+                    free(s);
+                }
+                if (why) {
+                    bad++;
+                    print_message("mutant %zu (%s, %s: %s): exit %d, allowed%s%s%s: %s\n%s",
+                                  total, bases[bi][0], MK_NAMES[k], desc, rc,
+                                  allow & ALLOW0 ? " 0" : "", allow & ALLOW2 ? " 2" : "",
+                                  allow & ALLOW3 ? " 3" : "", why, errtext);
+                } else {
+                    count[k][rc == 2 ? 0 : rc == 0 ? 1 : 2]++;
+                }
+                free(errtext);
+            }
+        }
+        st_free(b.f);
+        cJSON_Delete(b.hdr);
+        free(b.bytes);
+    }
+    char line[2048];
+    size_t r2 = 0, r0 = 0, r3 = 0, len = 0;
+    for (int k = 0; k < MK_COUNT; k++) {
+        r2 += count[k][0];
+        r0 += count[k][1];
+        r3 += count[k][2];
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %zu/%zu/%zu", k ? ", " : "",
+                                MK_NAMES[k], count[k][0], count[k][1], count[k][2]);
+    }
+    print_message("checkpoint mutations: %zu mutants of %d real checkpoints: %zu refused (2), "
+                  "%zu accepted and completed (0), %zu stopped non-finite (3), %zu bad; by kind "
+                  "(refused/completed/non-finite): %s\n",
+                  total, (int)NB, r2, r0, r3, bad, line);
+    if (bad)
+        fail_msg("%zu of %zu checkpoint mutants were not handled (see above)", bad, total);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +1067,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_train_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_train_nonfinite_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_train_deterministic_outputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_train_checkpoint_mutations, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

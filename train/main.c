@@ -78,11 +78,12 @@ typedef struct run_config {
     uint64_t stop_after; /* stop (with a checkpoint) after this step; 0 = off */
     int threads;         /* attention and BLAS threads (0 = all cores)        */
     int attention;       /* mha_attn_mode of every layer's cache              */
+    int pos_init;        /* 0 uniform, 1 sinusoidal (initial pos_emb)         */
     char out[PATH_CAP];  /* output directory                                  */
     char resume[PATH_CAP];
 } run_config;
 
-typedef enum opt_type { T_TASK, T_OPTIM, T_ATTN, T_SIZE, T_U64, T_DBL, T_INT, T_PATH } opt_type;
+typedef enum opt_type { T_TASK, T_OPTIM, T_ATTN, T_POSINIT, T_SIZE, T_U64, T_DBL, T_INT, T_PATH } opt_type;
 
 typedef struct opt_def {
     const char *name; /* without "--"                                  */
@@ -130,6 +131,9 @@ static const opt_def OPTS[] = {
     {"attention", T_ATTN, OFF(attention), 0, 0, 0, "MODE",
      "stored (saves the attention weights: heat maps) | recompute (memory-efficient: "
      "activation memory linear in the sequence length; no heat maps)"},
+    {"pos-init", T_POSINIT, OFF(pos_init), 0, 0, 0, "NAME",
+     "initial positional embedding: uniform (±1) | sinusoidal (sin/cos; long sequences "
+     "learn from it; still trained)"},
     {"out", T_PATH, OFF(out), 0, 0, 0, "DIR", "output directory (default runs/<task>)"},
     {"resume", T_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint (unspecified options are taken from it)"},
@@ -147,6 +151,7 @@ static size_t opt_index(const char *name)
 
 static const char *const OPTIM_NAMES[] = {"sgd", "adam", "adamw"};
 static const char *const ATTN_NAMES[] = {"stored", "recompute"}; /* by mha_attn_mode */
+static const char *const POSINIT_NAMES[] = {"uniform", "sinusoidal"};
 
 /* The defaults of each task (tuned so that the targets are reached, see README). */
 static void task_defaults(int task, run_config *c)
@@ -235,6 +240,7 @@ static void format_opt(const opt_def *o, const run_config *c, char *buf, size_t 
     case T_TASK: snprintf(buf, cap, "%s", task_name((task_kind) * (const int *)p)); break;
     case T_OPTIM: snprintf(buf, cap, "%s", OPTIM_NAMES[*(const int *)p]); break;
     case T_ATTN: snprintf(buf, cap, "%s", ATTN_NAMES[*(const int *)p]); break;
+    case T_POSINIT: snprintf(buf, cap, "%s", POSINIT_NAMES[*(const int *)p]); break;
     case T_SIZE: snprintf(buf, cap, "%zu", *(const size_t *)p); break;
     case T_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p); break;
     case T_DBL: { /* shortest text that reads back as the same double */
@@ -276,6 +282,13 @@ static const char *parse_opt(const opt_def *o, const char *text, run_config *c)
                 return NULL;
             }
         return "must be one of stored, recompute";
+    case T_POSINIT:
+        for (int k = 0; k < 2; k++)
+            if (strcmp(text, POSINIT_NAMES[k]) == 0) {
+                *(int *)p = k;
+                return NULL;
+            }
+        return "must be one of uniform, sinusoidal";
     case T_PATH:
         if (text[0] == '\0' || strlen(text) >= PATH_CAP)
             return "must be a non-empty path";
@@ -290,7 +303,8 @@ static const char *parse_opt(const opt_def *o, const char *text, run_config *c)
         return NULL;
     }
     default: {
-        if (text[0] == '-' || text[0] == '+' || text[0] == '\0')
+        if (text[0] < '0' || text[0] > '9') /* strtoull would skip white space and wrap
+                                               " -1" to 2^64-1 */
             return "must be a non-negative integer in range";
         errno = 0;
         unsigned long long v = strtoull(text, &end, 10);
@@ -463,14 +477,18 @@ static void setup_tensors(run_state *rs)
     }
 }
 
-/* 1 if every parameter is finite (checked after each update, so that no checkpoint
- * ever holds a non-finite weight). */
+/* 1 if every parameter and optimizer moment is finite (checked after each update, so
+ * that no checkpoint ever holds a non-finite value: load_checkpoint refuses those; the
+ * moments are stored as float, so a finite double moment can still round to inf). */
 static int params_finite(const run_state *rs)
 {
-    for (size_t i = 0; i < rs->n_pt; i++)
-        for (size_t k = 0; k < rs->pt[i].numel; k++)
-            if (!isfinite(rs->pt[i].p[k]))
+    for (size_t i = 0; i < rs->n_pt; i++) {
+        const ptensor *t = &rs->pt[i];
+        for (size_t k = 0; k < t->numel; k++)
+            if (!isfinite(t->p[k]) || (t->m && !isfinite(t->m[k])) ||
+                (t->v && !isfinite(t->v[k])))
                 return 0;
+    }
     return 1;
 }
 
@@ -587,7 +605,55 @@ static void resume_config(const char *path, const int *explicit_opt, run_config 
                                                  : sizeof(int);
             memcpy((char *)cfg + OPTS[i].off, (char *)&ck + OPTS[i].off, sz);
         }
+    /* the parameter tensors must have the shapes of this config before a model of that
+     * config is allocated: a corrupt value (say seq-len 4096) is refused as a mismatch
+     * here, not by an allocation failure (exit 1) or after gigabytes of model */
+    task_spec spec = {.kind = (task_kind)cfg->task, .n = cfg->seq_len, .vocab = cfg->vocab,
+                      .pairs = cfg->pairs};
+    tm_config mc = {.model_dim = cfg->model_dim, .num_heads = cfg->heads, .layers = cfg->layers};
+    if (task_model_shape(&spec, &mc) == MHA_OK) /* otherwise refused by main's checks */
+        for (size_t gi = 0; gi <= mc.layers; gi++) {
+            for (size_t k = 0; k < (gi == 0 ? TM_NUM_OWN_TENSORS : MHA_NUM_TENSORS); k++) {
+                mha_tensor_info ti;
+                char name[96];
+                if ((gi == 0 ? tm_tensor_info_at(&mc, k, &ti)
+                             : mha_tensor_info_at(mc.model_dim, k, &ti)) != MHA_OK ||
+                    ti.numel == 0)
+                    continue;
+                if (gi == 0)
+                    snprintf(name, sizeof name, "%s", ti.name);
+                else
+                    snprintf(name, sizeof name, "layers.%zu.%s", gi - 1, ti.name);
+                if (st_get(f, name, ST_F32, ti.ndim, ti.shape, NULL, err, sizeof err) != MHA_OK)
+                    die(EXIT_USAGE, "cannot resume from %s: %s", path, err);
+            }
+        }
     st_free(f);
+}
+
+/* 1 if `name` is a tensor of a checkpoint of this run (load_checkpoint reads exactly
+ * these: parameters, the moments the optimizer has, four state tensors). */
+static int ckpt_tensor_expected(const run_state *rs, const char *name)
+{
+    const char *state[] = {"train.step", "optimizer.step", "data.rng", "dropout.call_index"};
+    for (size_t i = 0; i < 4; i++)
+        if (strcmp(name, state[i]) == 0)
+            return 1;
+    for (size_t i = 0; i < rs->n_pt; i++) {
+        const ptensor *t = &rs->pt[i];
+        if (strcmp(name, t->name) == 0)
+            return 1;
+        for (int w = 0; w < 2; w++) {
+            const char *mn = moment_name(rs->cfg.optimizer, w);
+            char full[96];
+            if (!mn || !(w == 0 ? t->m : t->v))
+                continue;
+            snprintf(full, sizeof full, "optimizer.%s.%s", mn, t->name);
+            if (strcmp(name, full) == 0)
+                return 1;
+        }
+    }
+    return 0;
 }
 
 /* Load tensors and state from a checkpoint whose config already matches. */
@@ -626,14 +692,28 @@ static void load_checkpoint(run_state *rs, const char *path)
     GET("data.rng", ST_U64, 1, &two, rng, sizeof rng);
     GET("dropout.call_index", ST_U64, 1, &L, calls, L * sizeof(uint64_t));
 #undef GET
-    if (step > rs->cfg.steps || (rng[1] & 1u) == 0)
-        die(EXIT_USAGE, "cannot resume from %s: inconsistent state (step %llu of %llu)", path,
-            (unsigned long long)step, (unsigned long long)rs->cfg.steps);
-    for (size_t i = 0; i < rs->n_pt; i++)
-        for (size_t k = 0; k < rs->pt[i].numel; k++)
-            if (!isfinite(rs->pt[i].p[k]) || (rs->pt[i].v && !(rs->pt[i].v[k] >= 0)))
-                die(EXIT_USAGE, "cannot resume from %s: tensor %s holds a non-finite value", path,
-                    rs->pt[i].name);
+    /* every completed step made exactly one optimizer step (optimizer.step = train.step) */
+    if (step > rs->cfg.steps || optim_t != step || (rng[1] & 1u) == 0)
+        die(EXIT_USAGE, "cannot resume from %s: inconsistent state (step %llu of %llu, "
+            "optimizer step %llu)", path, (unsigned long long)step,
+            (unsigned long long)rs->cfg.steps, (unsigned long long)optim_t);
+    for (size_t i = 0; i < rs->n_pt; i++) {
+        const ptensor *t = &rs->pt[i];
+        for (size_t k = 0; k < t->numel; k++) {
+            int w = !isfinite(t->p[k]) ? 0 : (t->m && !isfinite(t->m[k])) ? 1
+                    : (t->v && !(isfinite(t->v[k]) && t->v[k] >= 0)) ? 2 : -1;
+            if (w >= 0)
+                die(EXIT_USAGE, "cannot resume from %s: tensor %s%s%s%s[%zu] holds %g (weights "
+                    "and optimizer moments are finite, second moments >= 0)", path,
+                    w ? "optimizer." : "", w ? moment_name(rs->cfg.optimizer, w - 1) : "",
+                    w ? "." : "", t->name, k,
+                    (double)(w == 0 ? t->p[k] : w == 1 ? t->m[k] : t->v[k]));
+        }
+    }
+    for (size_t i = 0; i < st_count(f); i++)
+        if (!ckpt_tensor_expected(rs, st_name(f, i)))
+            die(EXIT_USAGE, "cannot resume from %s: tensor '%.80s' is not part of this run "
+                "(a checkpoint of another task, layer count or optimizer?)", path, st_name(f, i));
     rs->step = step;
     rs->data_rng.state = rng[0];
     rs->data_rng.inc = rng[1];
@@ -945,7 +1025,8 @@ static void write_summary(const run_state *rs, const char *path, double wall, do
             continue;
         }
         format_opt(o, &rs->cfg, v, sizeof v);
-        if (o->type == T_TASK || o->type == T_OPTIM || o->type == T_ATTN || o->type == T_PATH)
+        if (o->type == T_TASK || o->type == T_OPTIM || o->type == T_ATTN ||
+            o->type == T_POSINIT || o->type == T_PATH)
             cJSON_AddStringToObject(cfg, o->name, v);
         else if (o->type == T_DBL)
             cJSON_AddNumberToObject(cfg, o->name, *(const double *)((const char *)&rs->cfg + o->off));
@@ -1098,7 +1179,8 @@ int main(int argc, char **argv)
                           .pairs = cfg.pairs};
     rs.mcfg = (tm_config){.model_dim = cfg.model_dim, .num_heads = cfg.heads,
                           .layers = cfg.layers, .dropout = cfg.dropout, .seed = cfg.seed,
-                          .threads = cfg.threads, .attn_mode = (mha_attn_mode)cfg.attention};
+                          .threads = cfg.threads, .attn_mode = (mha_attn_mode)cfg.attention,
+                          .pos_sinusoidal = cfg.pos_init};
     if (task_model_shape(&rs.spec, &rs.mcfg) != MHA_OK)
         die_usage("invalid task shape (--seq-len %zu, --vocab %zu, --pairs %zu)", cfg.seq_len,
                   cfg.vocab, cfg.pairs);
@@ -1198,10 +1280,10 @@ int main(int argc, char **argv)
         }
         check_st(st, "optimizer step");
         if (!params_finite(&rs)) {
-            fprintf(stderr, "%s%s: stopped at step %llu: a parameter became non-finite (NaN or "
-                    "inf) in the update; try a smaller --lr or --clip. The last checkpoint (%s) "
-                    "is intact.\n", tty ? "\n" : "", prog, (unsigned long long)rs.step + 1,
-                    ckpt_path);
+            fprintf(stderr, "%s%s: stopped at step %llu: a parameter or optimizer moment "
+                    "became non-finite (NaN or inf) in the update; try a smaller --lr or --clip. "
+                    "The last checkpoint (%s) is intact.\n", tty ? "\n" : "", prog,
+                    (unsigned long long)rs.step + 1, ckpt_path);
             stopped_nonfinite = 1;
             break;
         }

@@ -49,6 +49,10 @@ typedef struct tm_config {
     uint64_t seed;    /* parameter init and dropout streams                         */
     int threads;      /* attention core threads (0 = all cores)                     */
     mha_attn_mode attn_mode; /* every layer's cache: STORED (default) or RECOMPUTE     */
+    int pos_sinusoidal; /* nonzero: pos_emb starts as sinusoids (sin/cos of s·10000^(−2k/D))
+                           instead of uniform ±1; still learned. Long sequences need it:
+                           the attention maps then start from a structure shared by all
+                           positions                                                  */
 } tm_config;
 
 /* The model's own tensors (besides the layers' attention parameters), in one
