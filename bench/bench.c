@@ -25,7 +25,9 @@
  *                     + B·H·S² floats (softmax weights) + ⌈B·H·S²/8⌉ bytes of
  *                     dropout bits (the bits only when p > 0: with p = 0 there is
  *                     no mask to save)
- * The thread count t goes to mha_config.threads and to openblas_set_num_threads().
+ * The thread count t goes to mha_config.threads and to openblas_set_num_threads()
+ * (either OpenBLAS build: pthreads, or OpenMP, whose call also sets OpenMP's
+ * default team size; the header line and the JSON say which build is linked).
  *
  * The library never prints; this program does: a table on stdout, JSON with --json.
  */
@@ -130,6 +132,17 @@ static void load_average(char *buf, size_t size) {
     else
         snprintf(buf, size, "?");
     if (f) fclose(f);
+}
+
+/* Which OpenBLAS build is linked: openblas_get_parallel() is 0 sequential,
+ * 1 pthreads, 2 OpenMP. */
+static const char *blas_parallel_name(void) {
+    switch (openblas_get_parallel()) {
+    case 0: return "sequential";
+    case 1: return "pthreads";
+    case 2: return "openmp";
+    default: return "unknown";
+    }
 }
 
 static int all_cores(void) {
@@ -469,6 +482,8 @@ static int write_json(const char *path, const bench_options *o, const bench_resu
     json_string(f, openblas_get_corename());
     fprintf(f, ", \"openblas_config\": ");
     json_string(f, openblas_get_config());
+    fprintf(f, ", \"openblas_parallel\": ");
+    json_string(f, blas_parallel_name());
     fprintf(f, ", \"OPENBLAS_CORETYPE\": ");
     if (ct) json_string(f, ct); else fprintf(f, "null");
     char load[64];
@@ -513,9 +528,9 @@ int main(int argc, char **argv) {
     }
     char load[64];
     load_average(load, sizeof load);
-    printf("mha-bench: %d cores (load average %s), %s, core %s (OPENBLAS_CORETYPE=%s), "
-           "seed %llu\n",
-           cores, load, openblas_get_config(), openblas_get_corename(),
+    printf("mha-bench: %d cores (load average %s), %s (%s build), core %s "
+           "(OPENBLAS_CORETYPE=%s), seed %llu\n",
+           cores, load, openblas_get_config(), blas_parallel_name(), openblas_get_corename(),
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
            (unsigned long long)o.seed);
     for (size_t k = 0; k < o.num_threads; k++)

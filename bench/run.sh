@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# bench/run.sh — build (if needed) and run the whole benchmark; writes bench.json
+# and prints the table.
+#
+#   bench/run.sh [--out FILE] [--build-dir DIR] [--quick] [--no-torch] [--no-train]
+#                [--wait-idle SEC] [--passes N]
+#
+#   --out FILE       merged results (default: bench.json in the current directory)
+#   --build-dir DIR  CMake build directory (default: ${TMPDIR:-/tmp}/mha-bench-build)
+#   --quick          cases 1,2 only, shorter timing, one pass (a smoke run)
+#   --passes N       time everything N times, alternating C and PyTorch, and keep
+#                    each record's fastest pass (default 2)
+#   --no-torch       skip the PyTorch side even if torch is importable
+#   --no-train       skip the training-throughput comparison
+#   --wait-idle SEC  first wait up to SEC seconds for the CPUs to be >= 90 % idle
+#                    over 3 s (other jobs on a 2-core machine ruin the 2-thread
+#                    numbers); default 0 = do not wait
+#
+# Steps: configure + build mha-bench (and mha-train, when the tree has it) in
+# Release; run mha-bench (C) and, where /usr/bin/python3 imports torch,
+# bench/torch_bench.py (the seed's module) on the same cases; time mha-train
+# against bench/torch_train.py; merge everything into one JSON with one record
+# per (case, dropout, threads) and print the table.
+#
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are left as the environment sets them, for
+# both sides (they pick the same OpenBLAS kernels for us and for torch).
+# The machine has 2 cores: run nothing else meanwhile; the script prints the load
+# average before it starts because a busy machine skews every number.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="bench.json"
+BUILD="${TMPDIR:-/tmp}/mha-bench-build"
+QUICK=0
+PASSES=2
+TORCH=1
+TRAIN=1
+WAIT_IDLE=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT="$2"; shift 2 ;;
+    --build-dir) BUILD="$2"; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --no-torch) TORCH=0; shift ;;
+    --no-train) TRAIN=0; shift ;;
+    --wait-idle) WAIT_IDLE="$2"; shift 2 ;;
+    --passes) PASSES="$2"; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/mha-bench.XXXXXX")"
+trap 'rm -rf "$TMP"' EXIT
+PY=/usr/bin/python3
+
+# Percent of CPU time idle over the next 3 s, from /proc/stat (idle + iowait).
+idle_percent() {
+  local a b
+  a=($(head -1 /proc/stat)); sleep 3; b=($(head -1 /proc/stat))
+  local tot=0 i
+  for i in 1 2 3 4 5 6 7 8; do tot=$(( tot + b[i] - a[i] )); done
+  echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 100 ))
+}
+if [ "$WAIT_IDLE" -gt 0 ]; then
+  end=$(( $(date +%s) + WAIT_IDLE ))
+  while [ "$(idle_percent)" -lt 90 ] && [ "$(date +%s)" -lt "$end" ]; do :; done
+fi
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(idle_percent)% idle"
+echo "   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}"
+load1=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+  echo "   warning: the machine is busy (1-min load $load1); numbers will be noisy" >&2
+fi
+
+# ---- build ----------------------------------------------------------------------
+echo "== build ($BUILD)"
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+        -DMHA_BUILD_EXAMPLES=OFF >"$TMP/cmake.log" 2>&1 || { cat "$TMP/cmake.log"; exit 1; }
+fi
+targets=(mha-bench)
+if grep -q 'mha-train' "$REPO/CMakeLists.txt" 2>/dev/null; then targets+=(mha-train); fi
+cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >"$TMP/build.log" 2>&1 \
+  || { cat "$TMP/build.log"; exit 1; }
+
+C_ARGS=(); T_ARGS=()
+if [ "$QUICK" = 1 ]; then
+  C_ARGS=(--cases 1,2 --min-time 0.1); T_ARGS=(--cases 1,2 --min-time 0.2 --warmup 2)
+  PASSES=1
+fi
+HAVE_TORCH=0
+if [ "$TORCH" = 1 ] && [ -x "$PY" ] && "$PY" -c 'import torch' >/dev/null 2>&1; then
+  HAVE_TORCH=1
+fi
+
+# ---- C and PyTorch, alternating, PASSES times ------------------------------------
+# Each pass times every record once; the merge keeps, per record and side, the pass
+# with the lowest median (a burst of someone else's work spoils a pass, not a
+# machine). Every pass is a full measurement with its own warm-up, medians and
+# adjacent sgemm reference.
+for pass in $(seq 1 "$PASSES"); do
+  echo "== mha-bench (pass $pass of $PASSES)"
+  "$BUILD/mha-bench" "${C_ARGS[@]}" --json "$TMP/c$pass.json"
+  if [ "$HAVE_TORCH" = 1 ]; then
+    echo "== PyTorch, the seed module (pass $pass of $PASSES)"
+    # a longer minimum time than the C side: torch's step times scatter widely here
+    "$PY" "$REPO/bench/torch_bench.py" --min-time 0.4 --warmup 3 "${T_ARGS[@]}" \
+          --json "$TMP/torch$pass.json"
+  fi
+done
+if [ "$HAVE_TORCH" = 1 ]; then
+  # PyTorch with glibc malloc told to keep its heap (no mmap per large tensor, no
+  # trimming): with the defaults, most of torch's time at the larger shapes is page
+  # faults on freshly mmap'd temporaries. Reported beside the default numbers.
+  echo "== PyTorch, the seed module, malloc-tuned (MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=2^40)"
+  MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1099511627776 \
+    "$PY" "$REPO/bench/torch_bench.py" --min-time 0.4 --warmup 3 "${T_ARGS[@]}" \
+          --json "$TMP/torch_tuned.json"
+else
+  echo "== PyTorch: skipped (no /usr/bin/python3 with torch, or --no-torch)"
+fi
+
+# ---- training throughput --------------------------------------------------------
+# mha-train with its own defaults (task reverse; model, optimizer, threads) except
+# --steps, --out and --eval-every (= steps, so each run evaluates once, at the end),
+# run twice, for N1 and N2 steps: steps/s = (N2 - N1) / (wall2 - wall1), which
+# cancels start-up, the final held-out evaluation and the output files. Walls are
+# the wall_seconds of summary.json. N2 / wall2 (fixed costs included) is kept too.
+# The PyTorch model takes its config from the same summary.json; only its
+# training steps are timed, with the best of 1 and all threads.
+if [ "$TRAIN" = 1 ] && [ -x "$BUILD/mha-train" ]; then
+  N1=200; N2=1200
+  [ "$QUICK" = 1 ] && { N1=150; N2=400; }
+  echo "== training throughput: mha-train (defaults: task reverse) for $N1 and $N2 steps"
+  for n in $N1 $N2; do
+    "$BUILD/mha-train" --steps "$n" --eval-every "$n" --out "$TMP/train_$n" \
+        >"$TMP/train_$n.log" 2>&1 || { tail -20 "$TMP/train_$n.log"; exit 1; }
+  done
+  tail -3 "$TMP/train_$N2.log"
+  if [ "$HAVE_TORCH" = 1 ]; then
+    "$PY" "$REPO/bench/torch_train.py" --config "$TMP/train_$N2/summary.json" \
+          --steps 300 --json "$TMP/torch_train.json"
+    echo "   (malloc-tuned:)"
+    MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1099511627776 \
+      "$PY" "$REPO/bench/torch_train.py" --config "$TMP/train_$N2/summary.json" \
+            --steps 300 --json "$TMP/torch_train_tuned.json"
+  fi
+  "$PY" - "$TMP" "$N1" "$N2" <<'PYEOF'
+import json, os, sys
+tmp, n1, n2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s1 = json.load(open(os.path.join(tmp, "train_%d" % n1, "summary.json")))
+s2 = json.load(open(os.path.join(tmp, "train_%d" % n2, "summary.json")))
+w1, w2 = float(s1["wall_seconds"]), float(s2["wall_seconds"])
+res = {"model": "reverse (mha-train defaults)", "steps": [n1, n2], "mha_wall_seconds": [w1, w2],
+       "mha_steps_per_s": (n2 - n1) / (w2 - w1), "mha_steps_per_s_with_fixed_costs": n2 / w2,
+       "mha_config": s2.get("config"), "mha_parameters": s2.get("parameters")}
+tp = os.path.join(tmp, "torch_train.json")
+if os.path.exists(tp):
+    t = json.load(open(tp))
+    res["torch"] = t
+    res["torch_steps_per_s"] = t["steps_per_s"]
+    res["ratio"] = res["mha_steps_per_s"] / t["steps_per_s"]
+tp = os.path.join(tmp, "torch_train_tuned.json")
+if os.path.exists(tp):
+    t = json.load(open(tp))
+    res["torch_malloc_tuned"] = t
+    res["torch_steps_per_s_malloc_tuned"] = t["steps_per_s"]
+    res["ratio_vs_malloc_tuned"] = res["mha_steps_per_s"] / t["steps_per_s"]
+json.dump(res, open(os.path.join(tmp, "train.json"), "w"), indent=1)
+PYEOF
+elif [ "$TRAIN" = 1 ]; then
+  echo "== training throughput: skipped (mha-train is not built in this tree)"
+fi
+
+# ---- merge -------------------------------------------------------------------------
+"$PY" - "$TMP" "$OUT" <<'EOF'
+import json, os, sys
+tmp, out = sys.argv[1], sys.argv[2]
+def load(name):
+    p = os.path.join(tmp, name)
+    return json.load(open(p)) if os.path.exists(p) else None
+def passes(prefix):
+    out, k = [], 1
+    while load("%s%d.json" % (prefix, k)):
+        out.append(load("%s%d.json" % (prefix, k)))
+        k += 1
+    return out
+cs, ts, tr = passes("c"), passes("torch"), load("train.json")
+c = cs[0]
+t = ts[0] if ts else None
+def key(r):
+    return (r["B"], r["S"], r["D"], r["H"], r["dropout"], r["threads"])
+best_c = {}     # record key -> the pass's record with the lowest ms
+for p in cs:
+    for r in p["records"]:
+        if key(r) not in best_c or r["ms"] < best_c[key(r)]["ms"]:
+            best_c[key(r)] = r
+all_c_ms = {}
+for p in cs:
+    for r in p["records"]:
+        all_c_ms.setdefault(key(r), []).append(r["ms"])
+torch_ms = {}   # (B,S,D,H,dropout) -> {threads: lowest ms over passes}
+all_t_ms = {}
+for p in ts:
+    for r in p["records"]:
+        k5 = key(r)[:5]
+        all_t_ms.setdefault(key(r), []).append(r["ms"])
+        d = torch_ms.setdefault(k5, {})
+        d[r["threads"]] = min(d.get(r["threads"], float("inf")), r["ms"])
+tuned_ms = {}   # (B,S,D,H,dropout) -> {threads: ms} with malloc tuned
+tt_doc = load("torch_tuned.json")
+if tt_doc:
+    for r in tt_doc["records"]:
+        tuned_ms.setdefault(key(r)[:5], {})[r["threads"]] = r["ms"]
+records = []
+for r0 in c["records"]:
+    r = best_c[key(r0)]
+    k = (r["B"], r["S"], r["D"], r["H"], r["dropout"])
+    tm = torch_ms.get(k, {})
+    rec = {key: r[key] for key in ("B", "S", "D", "H", "threads", "dropout", "ms", "fwd_ms",
+                                   "bwd_ms", "reps", "gflops", "sgemm_gflops", "sgemm_fraction",
+                                   "activation_bytes", "reference_bytes", "activation_ratio")}
+    # torch_ms: PyTorch's best time, the faster of its 1-thread and all-thread runs
+    # (the issue's definition); speedup = torch_ms / ms.
+    rec["torch_ms_by_threads"] = {str(k2): v for k2, v in sorted(tm.items())}
+    rec["torch_ms"] = min(tm.values()) if tm else None
+    rec["speedup"] = rec["torch_ms"] / r["ms"] if tm else None
+    tt = tuned_ms.get(key(r)[:5], {})
+    rec["torch_ms_malloc_tuned_by_threads"] = {str(k2): v for k2, v in sorted(tt.items())}
+    rec["torch_ms_malloc_tuned"] = min(tt.values()) if tt else None
+    rec["speedup_vs_malloc_tuned"] = rec["torch_ms_malloc_tuned"] / r["ms"] if tt else None
+    rec["ms_all_passes"] = all_c_ms[key(r)]
+    rec["torch_ms_all_passes"] = {str(th): all_t_ms.get(key(r)[:5] + (th,), [])
+                                  for th in sorted(tm)}
+    records.append(rec)
+doc = {"machine": c["machine"], "passes": len(cs),
+       "torch_malloc_tuned": tt_doc["machine"] if tt_doc else None,
+       "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+       "sgemm_1024": c["sgemm_1024"], "torch": t["machine"] if t else None,
+       "records": records, "training": tr}
+with open(out, "w") as f:
+    json.dump(doc, f, indent=1)
+
+cores = c["machine"]["cores"]
+print()
+print("%-14s %3s %4s %9s %8s %6s %9s %8s %9s %8s %6s %10s" % ("B,S,D,H", "thr", "p", "ms",
+      "GFLOP/s", "%sgemm", "torch_ms", "speedup", "tuned_ms", "speedup", "act/ref", "act_bytes"))
+def fmt_or_dash(v, fmt):
+    return fmt % v if v is not None else "-"
+for r in records:
+    print("%-14s %3d %4.2g %9.4f %8.2f %5.1f%% %9s %8s %9s %8s %6.3f %10d" % (
+        "%d,%d,%d,%d" % (r["B"], r["S"], r["D"], r["H"]), r["threads"], r["dropout"], r["ms"],
+        r["gflops"], 100 * r["sgemm_fraction"], fmt_or_dash(r["torch_ms"], "%.4f"),
+        fmt_or_dash(r["speedup"], "%.1fx"), fmt_or_dash(r["torch_ms_malloc_tuned"], "%.4f"),
+        fmt_or_dash(r["speedup_vs_malloc_tuned"], "%.1fx"), r["activation_ratio"], r["activation_bytes"]))
+print("(speedup = PyTorch's best of 1 and %d threads / ours; tuned = the same with glibc malloc "
+      "keeping its heap;\n the issue's targets use the %d-thread rows)" % (cores, cores))
+if tr:
+    print()
+    print("training (%s): mha-train %.1f steps/s, PyTorch %s steps/s, ratio %s; "
+          "PyTorch malloc-tuned %s steps/s, ratio %s" % (
+        tr.get("model", "reverse"), tr["mha_steps_per_s"],
+        fmt_or_dash(tr.get("torch_steps_per_s"), "%.1f"), fmt_or_dash(tr.get("ratio"), "%.1fx"),
+        fmt_or_dash(tr.get("torch_steps_per_s_malloc_tuned"), "%.1f"),
+        fmt_or_dash(tr.get("ratio_vs_malloc_tuned"), "%.1fx")))
+# the same table in Markdown, for bench/README.md
+md = os.path.splitext(out)[0] + ".md"
+with open(md, "w") as f:
+    f.write("| B, S, D, H | threads | dropout | ms | GFLOP/s | sgemm GFLOP/s | sgemm fraction "
+            "| PyTorch ms (best) | speed-up | PyTorch ms, malloc tuned | speed-up | saved bytes "
+            "| / reference |\n")
+    f.write("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+            "| ---: |\n")
+    for r in records:
+        f.write("| %d, %d, %d, %d | %d | %g | %.4g | %.1f | %.0f | %.0f %% | %s | %s | %s | %s "
+                "| %d | %.3f |\n" % (
+            r["B"], r["S"], r["D"], r["H"], r["threads"], r["dropout"], r["ms"], r["gflops"],
+            r["sgemm_gflops"], 100 * r["sgemm_fraction"], fmt_or_dash(r["torch_ms"], "%.4g"),
+            fmt_or_dash(r["speedup"], "%.1f×"), fmt_or_dash(r["torch_ms_malloc_tuned"], "%.4g"),
+            fmt_or_dash(r["speedup_vs_malloc_tuned"], "%.1f×"), r["activation_bytes"],
+            r["activation_ratio"]))
+    if tr:
+        f.write("\nTraining, `reverse` with mha-train's defaults: mha-train %.1f steps/s, "
+                "PyTorch %s steps/s (best of %s threads), ratio %s; PyTorch with malloc "
+                "tuned %s steps/s, ratio %s.\n" % (
+                    tr["mha_steps_per_s"], fmt_or_dash(tr.get("torch_steps_per_s"), "%.1f"),
+                    " and ".join(sorted(tr["torch"]["steps_per_s_by_threads"])) if tr.get("torch") else "-",
+                    fmt_or_dash(tr.get("ratio"), "%.1f×"),
+                    fmt_or_dash(tr.get("torch_steps_per_s_malloc_tuned"), "%.1f"),
+                    fmt_or_dash(tr.get("ratio_vs_malloc_tuned"), "%.1f×")))
+print("\nwrote %s and %s" % (out, md))
+EOF
