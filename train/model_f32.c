@@ -77,4 +77,5 @@ uint64_t tm_layer_seed(uint64_t seed, size_t layer)
 #define TM_REAL float
 #define TM_NAME(n) tm_##n
 #define TM_MHA(n) mha_##n
+#define TM_GEMM mha__sgemm_blas
 #include "model_impl.inc"

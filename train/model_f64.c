@@ -4,4 +4,5 @@
 #define TM_REAL double
 #define TM_NAME(n) tmd_##n
 #define TM_MHA(n) mhad_##n
+#define TM_GEMM mha__dgemm_blas
 #include "model_impl.inc"
