@@ -18,6 +18,17 @@
 /* floor(p · 2^32): the drop threshold for a 32-bit output. */
 uint64_t mha__dropout_threshold(double p);
 
+/* One PCG32 step (XSH-RR output of the old state, then state·a + inc), inline
+ * for the per-weight dropout loops; mha_pcg32_next is this function. */
+static inline uint32_t mha__pcg32_step(mha_pcg32 *rng)
+{
+    uint64_t old = rng->state;
+    rng->state = old * 6364136223846793005ULL + rng->inc;
+    uint32_t xorshifted = (uint32_t)(((old >> 18u) ^ old) >> 27u);
+    uint32_t rot = (uint32_t)(old >> 59u);
+    return (xorshifted >> rot) | (xorshifted << ((-rot) & 31u)); /* rot = 0 is defined */
+}
+
 
 /* ---- GEMM, row-major: C = alpha·op(A)·op(B) + beta·C --------------------------
  *   op(A) is [M, K], op(B) is [K, N], C is [M, N]; lda/ldb/ldc are row strides.

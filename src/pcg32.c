@@ -1,22 +1,11 @@
 /* PCG32 (PCG-XSH-RR 64/32). See include/mha_pcg32.h and ../shared/reference/pcg32.md. */
-#include "mha_pcg32.h"
+#include "mha_internal.h" /* mha__pcg32_step */
 
 #include <stddef.h>
 
 #define PCG32_MULT 6364136223846793005ULL
 
-static inline uint32_t rotr32(uint32_t x, unsigned rot)
-{
-    return (x >> rot) | (x << ((-rot) & 31u)); /* rot = 0 is well defined */
-}
-
-uint32_t mha_pcg32_next(mha_pcg32 *rng)
-{
-    uint64_t old = rng->state;
-    rng->state = old * PCG32_MULT + rng->inc;
-    uint32_t xorshifted = (uint32_t)(((old >> 18u) ^ old) >> 27u);
-    return rotr32(xorshifted, (unsigned)(old >> 59u));
-}
+uint32_t mha_pcg32_next(mha_pcg32 *rng) { return mha__pcg32_step(rng); }
 
 void mha_pcg32_seed(mha_pcg32 *rng, uint64_t initstate, uint64_t initseq)
 {
