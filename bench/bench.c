@@ -68,6 +68,7 @@ typedef struct bench_options {
     int sgemm;              /* measure the 1024³ sgemm reference               */
     uint64_t seed;
     const char *json_path;  /* NULL = no JSON                                  */
+    mha_attn_mode mode;     /* the caches' attention mode                      */
 } bench_options;
 
 /* One measured record (one row of the table, one JSON object). */
@@ -191,11 +192,11 @@ static void run_case(const bench_options *opt, bench_case c, double p, int threa
     mha_cache *cache = NULL;
     int st = mha_create(&m, &cfg);
     if (st) die_status("mha_create", st);
-    st = mha_cache_create(&cache, m, c.B, c.S, c.S);
-    if (st) die_status("mha_cache_create", st);
+    st = mha_cache_create_mode(&cache, m, c.B, c.S, c.S, opt->mode);
+    if (st) die_status("mha_cache_create_mode", st);
     size_t saved = 0, total = 0;
-    st = mha_cache_size(m, c.B, c.S, c.S, &saved, &total);
-    if (st) die_status("mha_cache_size", st);
+    st = mha_cache_size_mode(m, c.B, c.S, c.S, opt->mode, &saved, &total);
+    if (st) die_status("mha_cache_size_mode", st);
     openblas_set_num_threads(threads);
 
     size_t n = c.B * c.S * c.D;
@@ -306,6 +307,8 @@ static void usage(FILE *f) {
             "  --no-sgemm       skip the 1024^3 sgemm reference (fractions become 0)\n"
             "  --seed N         weights/input/dropout seed; default 42\n"
             "  --json FILE      also write the results as JSON to FILE\n"
+            "  --mode MODE      attention mode of the caches: stored (default) or\n"
+            "                   recompute (memory-efficient; activation bytes linear in S)\n"
             "  --help           this text\n",
             NUM_DEFAULT_CASES, all_cores());
 }
@@ -447,6 +450,16 @@ static void parse_args(int argc, char **argv, bench_options *o) {
         } else if (!strcmp(a, "--seed")) {
             NEED_VALUE();
             o->seed = (uint64_t)parse_long(v, a);
+        } else if (!strcmp(a, "--mode")) {
+            NEED_VALUE();
+            if (!strcmp(v, "stored"))
+                o->mode = MHA_ATTN_STORED;
+            else if (!strcmp(v, "recompute"))
+                o->mode = MHA_ATTN_RECOMPUTE;
+            else {
+                fprintf(stderr, "mha-bench: bad value '%s' for --mode (stored | recompute)\n", v);
+                exit(2);
+            }
         } else if (!strcmp(a, "--json")) {
             NEED_VALUE();
             o->json_path = v;
@@ -498,13 +511,14 @@ static int write_json(const char *path, const bench_options *o, const bench_resu
     for (size_t i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         fprintf(f,
-                "    {\"B\": %zu, \"S\": %zu, \"D\": %zu, \"H\": %zu, \"threads\": %d, "
+                "    {\"mode\": \"%s\", \"B\": %zu, \"S\": %zu, \"D\": %zu, \"H\": %zu, \"threads\": %d, "
                 "\"dropout\": %g, \"reps\": %ld, \"ms\": %.6f, \"fwd_ms\": %.6f, "
                 "\"bwd_ms\": %.6f, \"min_ms\": %.6f, \"gflops\": %.3f, \"sgemm_gflops\": %.3f, "
                 "\"sgemm_fraction\": %.4f, \"activation_bytes\": %zu, "
                 "\"cache_total_bytes\": %zu, \"reference_bytes\": %zu, "
                 "\"activation_ratio\": %.4f}%s\n",
-                x->c.B, x->c.S, x->c.D, x->c.H, x->threads, x->dropout, x->reps, x->ms,
+                o->mode == MHA_ATTN_RECOMPUTE ? "recompute" : "stored", x->c.B, x->c.S, x->c.D,
+                x->c.H, x->threads, x->dropout, x->reps, x->ms,
                 x->fwd_ms, x->bwd_ms, x->min_ms, x->gflops, x->sgemm_gflops, x->sgemm_fraction,
                 x->activation_bytes, x->total_bytes, x->reference_bytes,
                 (double)x->activation_bytes / (double)x->reference_bytes,
