@@ -485,8 +485,60 @@ static void api_accumulate_and_caches(void **state)
     free(g1);
 }
 
+/* A STORED cache's backward reads neither the mask tensor nor the key lengths
+ * the forward was given (the caller may reuse or free them): overwriting both
+ * between forward and backward changes no gradient. */
+static void api_backward_ignores_freed_mask(void **state)
+{
+    (void)state;
+    const size_t B = 2, S = 70, D = 8, H = 2, n = B * S * D;
+    double *x = make_input(n, 3), *dout = make_input(n, 4), *out = filled(n, 0);
+    double *dx[2] = {filled(n, 0), filled(n, 0)};
+    const double *g[2];
+    mhad_module *m[2];
+    mhad_cache *c[2];
+    size_t np = 0;
+    for (int t = 0; t < 2; t++) {
+        uint8_t *mask = malloc(B * S * S);
+        size_t *lens = malloc(B * sizeof *lens);
+        assert_true(mask && lens);
+        for (size_t e = 0; e < B * S * S; e++)
+            mask[e] = (uint8_t)(e % 7 != 0);
+        lens[0] = S;
+        lens[1] = S - 9;
+        mha_mask mk = {.mask = mask, .mask_batch = B, .mask_heads = 1, .causal = 1,
+                       .key_lengths = lens};
+        m[t] = make_module(D, H, 0.2, 1, 8);
+        assert_int_equal(mhad_cache_create(&c[t], m[t], B, S, S), MHA_OK);
+        assert_int_equal(mhad_forward(m[t], c[t], 1, B, S, x, 0, NULL, &mk, out), MHA_OK);
+        if (t == 1) { /* the caller reuses its arrays, then frees them (ASan: no read) */
+            memset(mask, 0, B * S * S);
+            lens[0] = lens[1] = 1;
+            free(mask);
+            free(lens);
+        }
+        assert_int_equal(mhad_backward(m[t], c[t], x, NULL, dout, dx[t], NULL), MHA_OK);
+        g[t] = mhad_grads(m[t], &np);
+        if (t == 0) {
+            free(mask);
+            free(lens);
+        }
+    }
+    assert_memory_equal(dx[0], dx[1], n * sizeof(double));
+    assert_memory_equal(g[0], g[1], np * sizeof(double));
+    for (int t = 0; t < 2; t++) {
+        mhad_cache_destroy(c[t]);
+        mhad_destroy(m[t]);
+        free(dx[t]);
+    }
+    free(x);
+    free(dout);
+    free(out);
+}
+
 /* Saved bytes are exactly Q, K, V, C, P, the bit-packed keep mask (each head's
- * bits padded to 64) and one flag byte per row; no mask without dropout. */
+ * bits padded to 64), one flag byte per row and the B key lengths; no mask
+ * without dropout. */
 static void api_cache_bytes(void **state)
 {
     (void)state;
@@ -498,11 +550,11 @@ static void api_cache_bytes(void **state)
     size_t saved, total, words = (Sq * Sk + 63) / 64;
     assert_int_equal(mhad_cache_size(md, B, Sq, Sk, &saved, &total), MHA_OK);
     assert_int_equal(saved, (2 * B * Sq * D + 2 * B * Sk * D + B * H * Sq * Sk) * sizeof(double) +
-                                B * H * words * 8 + B * H * Sq);
+                                B * H * words * 8 + B * H * Sq + B * sizeof(size_t));
     assert_true(total > saved);
     assert_int_equal(mha_cache_size(mf, B, Sq, Sk, &saved, NULL), MHA_OK);
     assert_int_equal(saved, (2 * B * Sq * D + 2 * B * Sk * D + B * H * Sq * Sk) * sizeof(float) +
-                                B * H * Sq);
+                                B * H * Sq + B * sizeof(size_t));
     mhad_destroy(md);
     mha_destroy(mf);
 }
@@ -521,6 +573,7 @@ int main(void)
         cmocka_unit_test(api_dropout_replay),
         cmocka_unit_test(api_threads_independent),
         cmocka_unit_test(api_accumulate_and_caches),
+        cmocka_unit_test(api_backward_ignores_freed_mask),
         cmocka_unit_test(api_cache_bytes),
     };
     return cmocka_run_group_tests_name("mha_api", tests, NULL, NULL);

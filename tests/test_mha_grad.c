@@ -343,13 +343,14 @@ static void grad_multi_block_masks(void **state)
                                .directions = 4});
 }
 
-/* Long causal self-attention: RECOMPUTE skips the key blocks that lie wholly
- * above the diagonal of a row block; dropout draws must still line up. */
+/* Long causal self-attention with key lengths (300, 298, 0): both modes skip the
+ * keys that lie wholly past a row block's limits; dropout draws must still line
+ * up, and the fully masked batch must still see every key. */
 static void grad_multi_block_causal(void **state)
 {
     (void)state;
-    run_grad_case(&(grad_case){.B = 1, .Sq = 300, .D = 8, .H = 2, .causal = 1, .dropout = 0.25,
-                               .directions = 4});
+    run_grad_case(&(grad_case){.B = 3, .Sq = 300, .D = 8, .H = 2, .causal = 1, .key_lengths = 1,
+                               .dropout = 0.25, .directions = 4});
 }
 
 /* ---- float32 against float64 ------------------------------------------------ */

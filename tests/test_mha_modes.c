@@ -96,6 +96,9 @@ static const mode_case cases[] = {
      .dropout = 0.3},
     /* per-head mask, no dropout, odd sizes */
     {.B = 3, .Sq = 70, .Sk = 135, .D = 6, .H = 2, .cross = 1, .per_head = 1},
+    /* causal cross-attention with key lengths over several row blocks of both modes */
+    {.B = 2, .Sq = 130, .Sk = 200, .D = 8, .H = 2, .cross = 1, .causal = 1, .lengths = 1,
+     .dropout = 0.2},
     /* p = 1: everything dropped */
     {.B = 1, .Sq = 33, .D = 4, .H = 1, .dropout = 1.0},
 };
@@ -146,15 +149,17 @@ static void modes_memory_linear(void **state)
     mha_config cfg = {.model_dim = 256, .num_heads = 4, .dropout_p = 0.1, .seed = 1, .threads = 2};
     mha_module *m = NULL;
     assert_int_equal(mha_create(&m, &cfg), MHA_OK);
-    size_t s16, s8, total16, stored16;
+    size_t s16, s8, s4, total16, stored16;
     assert_int_equal(mha_cache_size_mode(m, 1, 16384, 16384, MHA_ATTN_RECOMPUTE, &s16, &total16),
                      MHA_OK);
     assert_int_equal(mha_cache_size_mode(m, 1, 8192, 8192, MHA_ATTN_RECOMPUTE, &s8, NULL), MHA_OK);
+    assert_int_equal(mha_cache_size_mode(m, 1, 4096, 4096, MHA_ATTN_RECOMPUTE, &s4, NULL), MHA_OK);
     assert_int_equal(mha_cache_size(m, 1, 16384, 16384, &stored16, NULL), MHA_OK);
     const size_t MiB = 1024 * 1024;
     assert_true(s16 <= 72 * MiB);
     assert_true(s16 >= 64 * MiB);
-    assert_int_equal(s16, 2 * s8); /* linear: Q,K,V,C, one lse and one flag per row */
+    /* linear: Q,K,V,C, one lse and one flag per row, plus the B key lengths */
+    assert_int_equal(s16 - s8, 2 * (s8 - s4));
     assert_true(total16 <= 96 * MiB); /* the workspace stays linear too */
     assert_true(stored16 > (size_t)4096 * MiB);
     mha_destroy(m);
