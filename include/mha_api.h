@@ -67,8 +67,9 @@ MHA_API int MHA_NAME(set_call_index)(MHA_NAME(module) *m, uint64_t n);
 
 /* Bytes a cache of capacity (batch, seq_q, seq_k) takes. *saved_bytes: the saved
  * activations — Q, K, V [B,S,D] (head-split views, no copies), the merged context
- * [B,Sq,D], the softmax weights [B,H,Sq,Sk] and, when dropout_p > 0, the dropout
- * keep-mask bit-packed at 1 bit per weight (each row padded to 64 bits).
+ * [B,Sq,D], the softmax weights [B,H,Sq,Sk], when dropout_p > 0 the dropout
+ * keep-mask bit-packed at 1 bit per weight (each head's bits padded to 64), one
+ * byte per (b, h, row) flagging fully masked rows and the B key lengths.
  * *total_bytes: everything the cache allocates, including per-thread scratch.
  * Either pointer may be NULL. For self-attention pass seq_k = seq_q.
  * Errors: MHA_EINVAL (a size is 0), MHA_EOVERFLOW. */
@@ -76,8 +77,8 @@ MHA_API int MHA_NAME(cache_size)(const MHA_NAME(module) *m, size_t batch, size_t
                                  size_t seq_k, size_t *saved_bytes, size_t *total_bytes);
 
 /* The same for a cache of the given attention mode (mha.h, mha_attn_mode). For
- * MHA_ATTN_RECOMPUTE, *saved_bytes is Q, K, V, the context, one log-sum-exp per
- * (b, h, row) and one flag byte per row: linear in Sq and Sk. MHA_EINVAL for an
+ * MHA_ATTN_RECOMPUTE, *saved_bytes is Q, K, V, the context, one log-sum-exp and
+ * one flag byte per (b, h, row) and the B key lengths: linear in Sq and Sk. MHA_EINVAL for an
  * unknown mode. */
 MHA_API int MHA_NAME(cache_size_mode)(const MHA_NAME(module) *m, size_t batch, size_t seq_q,
                                       size_t seq_k, mha_attn_mode mode, size_t *saved_bytes,
