@@ -34,56 +34,12 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
-try:
-    from seed_mha import MultiHeadAttention  # the colleague's copy of the seed module
-    SEED_SOURCE = "tools/seed_mha.py"
-except ImportError:
-    SEED_SOURCE = "embedded copy in bench/torch_bench.py"
+from seed_mha import MultiHeadAttention  # noqa: E402  the seed's module, tools/seed_mha.py
 
-    # Embedded because tools/seed_mha.py was not importable: the seed's module
-    # verbatim (/work/shared/seed/000_aaf55d68f2fac64f.txt, class MultiHeadAttention),
-    # comments translated, logic unchanged.
-    class MultiHeadAttention(nn.Module):
-        def __init__(self, model_dim, num_heads, dropout_p=0.0):
-            super().__init__()
-            assert model_dim % num_heads == 0, "model_dim must be divisible by num_heads"
-            self.model_dim = model_dim
-            self.num_heads = num_heads
-            self.head_dim = model_dim // num_heads
-            self.w_q = nn.Linear(model_dim, model_dim)
-            self.w_k = nn.Linear(model_dim, model_dim)
-            self.w_v = nn.Linear(model_dim, model_dim)
-            self.w_o = nn.Linear(model_dim, model_dim)
-            self.dropout = nn.Dropout(dropout_p)
-
-        def forward(self, x_query, x_context, mask=None):
-            batch_size = x_query.size(0)
-            q = self.w_q(x_query)
-            if x_context is not None:
-                k = self.w_k(x_context)
-                v = self.w_v(x_context)
-            else:
-                k = self.w_k(x_query)
-                v = self.w_v(x_query)
-            q = q.view(batch_size, -1, self.num_heads, self.head_dim).transpose(1, 2)
-            k = k.view(batch_size, -1, self.num_heads, self.head_dim).transpose(1, 2)
-            v = v.view(batch_size, -1, self.num_heads, self.head_dim).transpose(1, 2)
-            scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-            if mask is not None:
-                scores = scores.masked_fill(mask == 0, -1e9)
-            attn_weights = F.softmax(scores, dim=-1)
-            attn_weights = self.dropout(attn_weights)
-            context = torch.matmul(attn_weights, v)
-            context = context.transpose(1, 2)
-            context = context.contiguous()
-            output = context.view(batch_size, -1, self.model_dim)
-            output = self.w_o(output)
-            return output
+SEED_SOURCE = "tools/seed_mha.py"
 
 
 SLOW_STEP = 0.25  # seconds
