@@ -255,6 +255,17 @@ static void format_opt(const opt_def *o, const run_config *c, char *buf, size_t 
     }
 }
 
+/* *out = the index of text in names[n]; nonzero (and *out untouched) if absent. */
+static int parse_name(const char *text, const char *const *names, int n, int *out)
+{
+    for (int k = 0; k < n; k++)
+        if (strcmp(text, names[k]) == 0) {
+            *out = k;
+            return 0;
+        }
+    return 1;
+}
+
 /* Parse text into option o of c. Returns NULL or an error message (static). */
 static const char *parse_opt(const opt_def *o, const char *text, run_config *c)
 {
@@ -269,26 +280,14 @@ static const char *parse_opt(const opt_def *o, const char *text, run_config *c)
         return NULL;
     }
     case T_OPTIM:
-        for (int k = 0; k < 3; k++)
-            if (strcmp(text, OPTIM_NAMES[k]) == 0) {
-                *(int *)p = k;
-                return NULL;
-            }
-        return "must be one of sgd, adam, adamw";
+        return parse_name(text, OPTIM_NAMES, 3, (int *)p) ? "must be one of sgd, adam, adamw"
+                                                          : NULL;
     case T_ATTN:
-        for (int k = 0; k < 2; k++)
-            if (strcmp(text, ATTN_NAMES[k]) == 0) {
-                *(int *)p = k;
-                return NULL;
-            }
-        return "must be one of stored, recompute";
+        return parse_name(text, ATTN_NAMES, 2, (int *)p) ? "must be one of stored, recompute"
+                                                         : NULL;
     case T_POSINIT:
-        for (int k = 0; k < 2; k++)
-            if (strcmp(text, POSINIT_NAMES[k]) == 0) {
-                *(int *)p = k;
-                return NULL;
-            }
-        return "must be one of uniform, sinusoidal";
+        return parse_name(text, POSINIT_NAMES, 2, (int *)p) ? "must be one of uniform, sinusoidal"
+                                                            : NULL;
     case T_PATH:
         if (text[0] == '\0' || strlen(text) >= PATH_CAP)
             return "must be a non-empty path";
