@@ -932,6 +932,19 @@ static void write_attention_svgs(run_state *rs, const task_buffer *ev, char path
     free(clp);
 }
 
+/* Write a cJSON tree to path (indented when pretty), then free the tree. */
+static void write_json(cJSON *root, const char *path, int pretty)
+{
+    char *text = pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root);
+    if (!text)
+        die(1, "out of memory");
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) == EOF || fputc('\n', f) == EOF || fclose(f) != 0)
+        die(1, "cannot write %s: %s", path, strerror(errno));
+    cJSON_free(text);
+    cJSON_Delete(root);
+}
+
 /* cJSON array of n floats. */
 static cJSON *json_floats(const float *x, size_t n)
 {
@@ -990,14 +1003,7 @@ static void write_example_json(run_state *rs, const task_buffer *ev, const char 
     cJSON *lg = cJSON_AddArrayToObject(root, "logits");
     for (size_t i = 0; i < S; i++)
         cJSON_AddItemToArray(lg, json_floats(logits + i * V, V));
-    char *text = cJSON_PrintUnformatted(root);
-    if (!text)
-        die(1, "out of memory");
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) == EOF || fputc('\n', f) == EOF || fclose(f) != 0)
-        die(1, "cannot write %s: %s", path, strerror(errno));
-    cJSON_free(text);
-    cJSON_Delete(root);
+    write_json(root, path, 0);
 }
 
 static void write_summary(const run_state *rs, const char *path, double wall, double tok,
@@ -1036,14 +1042,7 @@ static void write_summary(const run_state *rs, const char *path, double wall, do
         else
             cJSON_AddNumberToObject(cfg, o->name, strtod(v, NULL));
     }
-    char *text = cJSON_Print(root);
-    if (!text)
-        die(1, "out of memory");
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) == EOF || fputc('\n', f) == EOF || fclose(f) != 0)
-        die(1, "cannot write %s: %s", path, strerror(errno));
-    cJSON_free(text);
-    cJSON_Delete(root);
+    write_json(root, path, 1);
 }
 
 static void run_free(run_state *rs, task_buffer *ev, task_buffer *tr)
