@@ -109,6 +109,13 @@ MHA_API void mha_optim_destroy(mha_optimizer *o);
 MHA_API int mha_optim_add(mha_optimizer *o, const char *name, float *params, float *grads,
                           size_t n);
 
+/* The same with this group's own weight decay (torch's per-param-group weight_decay),
+ * used instead of cfg.weight_decay for its elements — e.g. AdamW's decay on matmul
+ * weights only, 0 for biases, norms and embeddings. Same errors as mha_optim_add, plus
+ * MHA_EINVAL for weight_decay negative, infinite or NaN. */
+MHA_API int mha_optim_add_decay(mha_optimizer *o, const char *name, float *params, float *grads,
+                                size_t n, double weight_decay);
+
 /* Global gradient-norm clipping, torch.nn.utils.clip_grad_norm_ (L2, over all groups):
  *   norm = √(Σ_groups Σ_i grads[i]²)        (accumulated in double)
  *   coef = max_norm / (norm + 1e-6)

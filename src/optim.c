@@ -15,6 +15,7 @@ typedef struct optim_group {
     float *m;      /* [n] owned; first moment / momentum buffer, or NULL    */
     float *v;      /* [n] owned; second moment (Adam/AdamW), or NULL        */
     size_t n;
+    double wd;     /* this group's weight decay (cfg.weight_decay unless given)  */
 } optim_group;
 
 struct mha_optimizer {
@@ -108,8 +109,16 @@ void mha_optim_destroy(mha_optimizer *o)
 
 int mha_optim_add(mha_optimizer *o, const char *name, float *params, float *grads, size_t n)
 {
+    if (o == NULL)
+        return MHA_EINVAL;
+    return mha_optim_add_decay(o, name, params, grads, n, o->cfg.weight_decay);
+}
+
+int mha_optim_add_decay(mha_optimizer *o, const char *name, float *params, float *grads,
+                        size_t n, double weight_decay)
+{
     if (o == NULL || name == NULL || name[0] == '\0' || params == NULL || grads == NULL ||
-        n == 0)
+        n == 0 || !in_range(weight_decay, 0.0, INFINITY, 1))
         return MHA_EINVAL;
     for (size_t i = 0; i < o->count; i++)
         if (strcmp(o->groups[i].name, name) == 0)
@@ -152,6 +161,7 @@ int mha_optim_add(mha_optimizer *o, const char *name, float *params, float *grad
     g.params = params;
     g.grads = grads;
     g.n = n;
+    g.wd = weight_decay;
     o->groups[o->count++] = g;
     return MHA_OK;
 }
@@ -251,18 +261,20 @@ int mha_optim_step(mha_optimizer *o, double lr)
     const mha_optim_config *c = &o->cfg;
     if (c->kind == MHA_OPTIM_SGD) {
         for (size_t k = 0; k < o->count; k++)
-            sgd_group(&o->groups[k], lr, c->momentum, c->weight_decay);
+            sgd_group(&o->groups[k], lr, c->momentum, o->groups[k].wd);
     } else {
         double bc1 = 1.0 - pow(c->beta1, (double)t); /* > 0: beta1 < 1, t >= 1 */
         double bc2 = 1.0 - pow(c->beta2, (double)t);
         double step_size = lr / bc1;
         double bc2_sqrt = sqrt(bc2);
         int adamw = c->kind == MHA_OPTIM_ADAMW;
-        double coupled_wd = adamw ? 0.0 : c->weight_decay;
-        double decay = adamw ? 1.0 - lr * c->weight_decay : 1.0;
-        for (size_t k = 0; k < o->count; k++)
+        for (size_t k = 0; k < o->count; k++) {
+            const double wd = o->groups[k].wd;
+            double coupled_wd = adamw ? 0.0 : wd;
+            double decay = adamw ? 1.0 - lr * wd : 1.0;
             adam_group(&o->groups[k], c->beta1, c->beta2, c->eps, coupled_wd, decay,
                        step_size, bc2_sqrt);
+        }
     }
     o->t = t;
     return MHA_OK;

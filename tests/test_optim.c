@@ -227,6 +227,42 @@ static void run_steps(const mha_optim_config *cfg, double base, int steps, float
     mha_optim_destroy(o);
 }
 
+/* Per-group weight decay (mha_optim_add_decay) is torch's per-param-group weight_decay:
+ * in one AdamW optimizer, a group with wd 0 and a group with wd 0.1 end bit-equal to two
+ * optimizers configured with 0 and 0.1, and the two groups differ from each other. */
+static void optim_group_weight_decay_is_per_group(void **state)
+{
+    (void)state;
+    mha_optim_config cfg;
+    assert_int_equal(mha_optim_default_config(MHA_OPTIM_ADAMW, &cfg), MHA_OK);
+    float ref0[N], ref1[N];
+    cfg.weight_decay = 0.0;
+    run_steps(&cfg, 0.05, STEPS, ref0);
+    cfg.weight_decay = 0.1;
+    run_steps(&cfg, 0.05, STEPS, ref1);
+
+    cfg.weight_decay = 0.5; /* the config's value must not be used by either group */
+    float a[N], b[N], ga[N], gb[N];
+    memcpy(a, k_p0, sizeof a);
+    memcpy(b, k_p0, sizeof b);
+    mha_optimizer *o = NULL;
+    assert_int_equal(mha_optim_create(&o, &cfg), MHA_OK);
+    assert_int_equal(mha_optim_add_decay(o, "no_decay", a, ga, N, 0.0), MHA_OK);
+    assert_int_equal(mha_optim_add_decay(o, "decay", b, gb, N, 0.1), MHA_OK);
+    assert_int_equal(mha_optim_add_decay(o, "bad", b, gb, N, -1.0), MHA_EINVAL);
+    assert_int_equal(mha_optim_add_decay(o, "bad", b, gb, N, NAN), MHA_EINVAL);
+    assert_int_equal(mha_optim_num_groups(o), 2);
+    for (int k = 0; k < STEPS; k++) {
+        memcpy(ga, k_grads[k], sizeof ga);
+        memcpy(gb, k_grads[k], sizeof gb);
+        assert_int_equal(mha_optim_step(o, 0.05 * k_lr_mult[k]), MHA_OK);
+    }
+    mha_optim_destroy(o);
+    assert_memory_equal(a, ref0, sizeof a);
+    assert_memory_equal(b, ref1, sizeof b);
+    assert_memory_not_equal(a, b, sizeof a);
+}
+
 /* Momentum, coupled and decoupled decay change the result exactly as they should:
  * momentum adds −lr₂·μ·g₁ at step 2; Adam and AdamW agree bit for bit at wd = 0 and
  * differ at wd > 0; coupled wd on Adam is not a multiplicative decay. */
@@ -856,6 +892,7 @@ int main(void)
         cmocka_unit_test(optim_adam_weight_decay_matches_formula_and_torch),
         cmocka_unit_test(optim_adamw_matches_formula_and_torch),
         cmocka_unit_test(optim_variants_differ_as_they_should),
+        cmocka_unit_test(optim_group_weight_decay_is_per_group),
         cmocka_unit_test(optim_adam_bias_correction_step1),
         cmocka_unit_test(optim_step_count_set_get),
         cmocka_unit_test(optim_checkpoint_resume_is_bitwise),
