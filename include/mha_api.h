@@ -19,6 +19,10 @@ typedef struct MHA_NAME(module) MHA_NAME(module);
  * (one per application of the layer); each belongs to the module it was made for. */
 typedef struct MHA_NAME(cache) MHA_NAME(cache);
 
+/* Keys and values of earlier positions for incremental causal self-attention
+ * (generation; see MHA_NAME(forward_cached)). Opaque. */
+typedef struct MHA_NAME(kvcache) MHA_NAME(kvcache);
+
 /* ---- Lifetime ---------------------------------------------------------------- */
 
 /* Make a module. The parameters are initialised as PyTorch's nn.Linear does
@@ -153,3 +157,40 @@ MHA_API int MHA_NAME(backward)(MHA_NAME(module) *m, MHA_NAME(cache) *c,
                                const MHA_REAL *x_query, const MHA_REAL *x_context,
                                const MHA_REAL *d_out, MHA_REAL *dx_query,
                                MHA_REAL *dx_context);
+
+/* ---- Inference with a key/value cache (generation) ------------------------------ */
+
+/* Keys and values of up to max_len positions of `batch` sequences, for causal
+ * self-attention one new position (or a few) at a time: each new row costs one row
+ * of attention over the cached keys instead of a forward over the whole window.
+ * It belongs to the module it was made for (MHA_EMISMATCH otherwise) and holds
+ * K, V [batch, max_len, D] plus scratch for max_len new rows. *out is owned: free
+ * with MHA_NAME(kvcache_destroy). Errors: MHA_EINVAL (NULL, a size 0),
+ * MHA_EOVERFLOW, MHA_ENOMEM. */
+MHA_API int MHA_NAME(kvcache_create)(MHA_NAME(kvcache) **out, const MHA_NAME(module) *m,
+                                     size_t batch, size_t max_len);
+/* Free a key/value cache. NULL is allowed. */
+MHA_API void MHA_NAME(kvcache_destroy)(MHA_NAME(kvcache) *kv);
+/* Forget every cached position: the length becomes 0. MHA_EINVAL for NULL. */
+MHA_API int MHA_NAME(kvcache_reset)(MHA_NAME(kvcache) *kv);
+/* Number of cached positions L into *len. MHA_EINVAL for NULL. */
+MHA_API int MHA_NAME(kvcache_length)(const MHA_NAME(kvcache) *kv, size_t *len);
+
+/* Causal self-attention, evaluation mode (no dropout), of n_new positions that follow
+ * the L cached ones:
+ *   x_new [B, n_new, D] are the inputs of positions L .. L+n_new−1 of each sequence;
+ *   their K, V are appended to the cache (the length becomes L + n_new);
+ *   out [B, n_new, D] gets rows L .. L+n_new−1 of what MHA_NAME(forward) with
+ *   training = 0 and a causal mask gives over the whole sequence 0 .. L+n_new−1
+ *   (row i attends to keys 0 .. i), equal up to rounding.
+ * B must not exceed the cache's batch and must be the same in every call since the
+ * cache was made or reset (MHA_ESHAPE); L + n_new > max_len is MHA_ESHAPE (reset, or
+ * rebuild the cache from the last positions, to slide a window). The dropout call
+ * counter is not used. x_new is read completely before out is written, so out may
+ * be x_new itself. No allocation; threads (cfg.threads) only when the attention
+ * work is large, never for one new row.
+ * Errors: MHA_EINVAL (NULL, batch or n_new 0), MHA_ESHAPE, MHA_EMISMATCH; on error
+ * nothing is written and the cache is unchanged. */
+MHA_API int MHA_NAME(forward_cached)(MHA_NAME(module) *m, MHA_NAME(kvcache) *kv,
+                                     size_t batch, size_t n_new, const MHA_REAL *x_new,
+                                     MHA_REAL *out);
