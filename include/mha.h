@@ -146,5 +146,7 @@ MHA_API int mha_param_count(size_t model_dim, size_t *count);
 #include "mha_pcg32.h"
 #include "mha_gradcheck.h"
 #include "mha_optim.h"
+#include "mha_layers.h"
+#include "mha_gpt.h"
 
 #endif /* MHA_H */

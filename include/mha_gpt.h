@@ -1,0 +1,125 @@
+/*
+ * A GPT-2-style transformer block and the whole model, composed from the attention
+ * module (mha.h) and the layers (mha_layers.h); forward, hand-written backward, and
+ * generation with a key/value cache, in float32 (mha_) and float64 (mhad_).
+ *
+ * Block (pre-LayerNorm, as GPT-2):
+ *   x₁ = x + drop(MHA(LN1(x), causal))          LN1, MHA: the library's module
+ *   y  = x₁ + drop(MLP(LN2(x₁)))                MLP = Linear(C,F) → GELU(tanh) → Linear(F,C)
+ * Model:
+ *   x₀ = drop(wte[tokens] + wpe[t])              [B,T,C]
+ *   x_{l+1} = block_l(x_l)                       l = 0 .. L−1
+ *   logits = LN_f(x_L)·wteᵀ                      [B,T,V]   (read-out tied to wte, no bias)
+ *   loss = mean cross-entropy over positions with a target (nats)
+ *
+ * Letters: B batch, T length (<= context), C dim, H heads, F mlp_dim, V vocab, L layers.
+ * Contract as the rest of the library: status codes, nothing written on error, backward
+ * accumulates (+=) into gradients, borrowed pointers valid until destroy, one thread at a
+ * time per object, no printing. Dropout masks come from addressable PCG32 streams (per
+ * site: the attention module's own stream, and mha_dropout_forward's with the streams
+ * below), so they do not depend on threads and replay when the call counter is set back.
+ *
+ * Parameter names are PyTorch state_dict keys (tools/gpt_torch.py defines the same
+ * model): wte.weight [V,C], wpe.weight [context,C], blocks.<l>.ln1.weight/bias [C],
+ * blocks.<l>.attn.w_q.weight [C,C] … blocks.<l>.attn.w_o.bias (the seed's names),
+ * blocks.<l>.ln2.weight/bias, blocks.<l>.mlp.fc.weight [F,C], .mlp.fc.bias [F],
+ * blocks.<l>.mlp.proj.weight [C,F], .mlp.proj.bias [C], ln_f.weight/bias [C].
+ * Part of <mha.h>; may be included on its own.
+ */
+#ifndef MHA_GPT_H
+#define MHA_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mha.h"
+#include "mha_layers.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* PCG32 streams of the GPT's own draws (the attention module uses 1 and 2). */
+enum mha_gpt_stream {
+    MHA_PCG32_STREAM_RESID_ATTN = 3, /* dropout after a block's attention (block seed) */
+    MHA_PCG32_STREAM_RESID_MLP = 4,  /* dropout after a block's MLP (block seed)       */
+    MHA_PCG32_STREAM_EMBED = 5,      /* dropout after the embeddings (model seed)       */
+    MHA_PCG32_STREAM_GPT_INIT = 6    /* normal(0, σ) initial weights (model seed)       */
+};
+
+/* What a parameter tensor is; decides its initialisation and default weight decay. */
+typedef enum mha_tensor_role {
+    MHA_ROLE_WEIGHT = 0,       /* matmul weight: normal(0, 0.02), decayed              */
+    MHA_ROLE_RESID_WEIGHT = 1, /* output projection into the residual stream
+                                  (attn.w_o, mlp.proj): normal(0, 0.02/√(2L)), decayed */
+    MHA_ROLE_BIAS = 2,         /* 0, not decayed                                        */
+    MHA_ROLE_NORM_WEIGHT = 3,  /* LayerNorm weight: 1, not decayed                      */
+    MHA_ROLE_NORM_BIAS = 4,    /* LayerNorm bias: 0, not decayed                        */
+    MHA_ROLE_EMBEDDING = 5     /* wte, wpe: normal(0, 0.02), not decayed                */
+} mha_tensor_role;
+
+/* One parameter tensor of a block or model. */
+typedef struct mha_param_info {
+    const char *name;   /* state_dict key; borrowed from the object (valid until destroy) */
+    size_t ndim;        /* 1 or 2                                                      */
+    size_t shape[2];    /* [rows, cols] or [n, 0]                                      */
+    size_t numel;
+    mha_tensor_role role;
+    int decay;          /* 1 for matmul weights: AdamW's weight decay applies by default */
+} mha_param_info;
+
+/* Tensors of one block (order: MHA_NAME(block_tensor)). */
+enum { MHA_BLOCK_NUM_TENSORS = 16 };
+
+/* ---- Block configuration ---------------------------------------------------------- */
+typedef struct mha_block_config {
+    size_t dim;            /* C > 0                                                     */
+    size_t heads;          /* H > 0, C % H == 0                                         */
+    size_t mlp_dim;        /* F; 0 means 4·C                                            */
+    double attn_dropout;   /* p on the attention weights, [0, 1]                        */
+    double resid_dropout;  /* p on the attention and MLP outputs, [0, 1)                */
+    double ln_eps;         /* LayerNorm eps; 0 means 1e-5 (torch's default)             */
+    int causal;            /* nonzero: causal self-attention (a GPT block)               */
+    size_t init_layers;    /* L of the 0.02/√(2L) rule for output projections; 0 = 1    */
+    uint64_t seed;         /* initial weights and dropout streams                       */
+    int threads;           /* worker threads; 0 = all cores                             */
+    mha_attn_mode attn_mode; /* the attention cache's mode (STORED keeps weights for plots) */
+} mha_block_config;
+
+/* ---- Model configuration ---------------------------------------------------------- */
+typedef struct mha_gpt_config {
+    size_t vocab;          /* V > 0 (<= INT32_MAX)                                      */
+    size_t context;        /* T_max > 0: rows of wpe, the longest sequence               */
+    size_t layers;         /* L > 0                                                     */
+    size_t heads;          /* H                                                          */
+    size_t dim;            /* C, C % H == 0                                              */
+    size_t mlp_dim;        /* F; 0 means 4·C                                            */
+    double attn_dropout;   /* p on attention weights                                    */
+    double resid_dropout;  /* p on embeddings and residual branches, [0, 1)              */
+    double ln_eps;         /* 0 means 1e-5                                              */
+    uint64_t seed;         /* initial weights and every dropout stream                   */
+    int threads;           /* 0 = all cores                                              */
+    mha_attn_mode attn_mode;
+} mha_gpt_config;
+
+/* Seed of block l of a model seeded with `seed` (splitmix64 of seed and l), so that
+ * blocks never share a stream. */
+MHA_API uint64_t mha_gpt_block_seed(uint64_t seed, size_t layer);
+
+#define MHA_REAL float
+#define MHA_NAME(n) mha_##n
+#include "mha_gpt_api.h"
+#undef MHA_REAL
+#undef MHA_NAME
+
+#define MHA_REAL double
+#define MHA_NAME(n) mhad_##n
+#include "mha_gpt_api.h"
+#undef MHA_REAL
+#undef MHA_NAME
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MHA_GPT_H */

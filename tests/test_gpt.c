@@ -1,0 +1,708 @@
+/*
+ * The GPT block and model (include/mha_gpt.h): every gradient by central finite
+ * differences in float64 (every element, |a − n| <= 1e-7 + 1e-6·|n|, dropout included:
+ * each evaluation rewinds the call counter so it sees the same masks), float32 against
+ * float64, generation with key/value caches against the full forward, the tensor table
+ * and GPT-2 initialisation, accumulation, and refused arguments.
+ *
+ * Recipe (as tests/test_mha_grad.c): loss = Σ R ⊙ y for a block (R fixed, random), the
+ * model's own mean cross-entropy for the model; parameters are drawn at random (not the
+ * GPT-2 init, whose LayerNorm weights of exactly 1 and zero biases would hide
+ * transposition bugs).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "mha.h"
+#include "test_util.h"
+
+#define GC_ATOL 1e-7
+#define GC_RTOL 1e-6
+
+/* Fill every parameter tensor of a block/model with uniform values in ±scale. */
+static void randomize_block(mhad_block *blk, uint64_t seed)
+{
+    for (size_t i = 0; i < MHA_BLOCK_NUM_TENSORS; i++) {
+        mha_param_info in;
+        double *p;
+        assert_int_equal(mhad_block_tensor(blk, i, &in, &p, NULL), MHA_OK);
+        double lo = in.role == MHA_ROLE_NORM_WEIGHT ? 0.5 : -0.5;
+        fill_uniform(p, in.numel, lo, lo + 1.0, seed + i);
+    }
+}
+
+static void randomize_gpt(mhad_gpt *g, uint64_t seed)
+{
+    for (size_t i = 0; i < mhad_gpt_num_tensors(g); i++) {
+        mha_param_info in;
+        double *p;
+        assert_int_equal(mhad_gpt_tensor(g, i, &in, &p, NULL), MHA_OK);
+        double lo = in.role == MHA_ROLE_NORM_WEIGHT ? 0.5 : -0.5;
+        fill_uniform(p, in.numel, lo, lo + 1.0, seed + 7 * i);
+    }
+}
+
+/* ---- block ------------------------------------------------------------------ */
+
+typedef struct block_problem {
+    mhad_block *blk;
+    size_t B, T, C;
+    double *x, *y, *r, *dx;
+    int training;
+    uint64_t call0;
+} block_problem;
+
+static int block_loss(void *ctx, double *loss)
+{
+    block_problem *pb = ctx;
+    int st = mhad_block_set_call_index(pb->blk, pb->call0); /* same masks every time */
+    if (st == MHA_OK)
+        st = mhad_block_forward(pb->blk, pb->training, pb->B, pb->T, pb->x, pb->y);
+    if (st != MHA_OK)
+        return st;
+    double s = 0.0;
+    for (size_t i = 0; i < pb->B * pb->T * pb->C; i++)
+        s += pb->r[i] * pb->y[i];
+    *loss = s;
+    return 0;
+}
+
+static void check_block(size_t B, size_t T, size_t C, size_t H, double p_attn, double p_resid,
+                        int causal, mha_attn_mode mode, uint64_t seed)
+{
+    mha_block_config cfg = {.dim = C, .heads = H, .attn_dropout = p_attn,
+                            .resid_dropout = p_resid, .causal = causal, .init_layers = 2,
+                            .seed = seed, .threads = 2, .attn_mode = mode};
+    block_problem pb = {.B = B, .T = T, .C = C, .training = p_attn > 0 || p_resid > 0,
+                        .call0 = 3};
+    assert_int_equal(mhad_block_create(&pb.blk, &cfg, B + 1, T + 2), MHA_OK);
+    randomize_block(pb.blk, seed);
+    const size_t n = B * T * C;
+    pb.x = malloc(n * sizeof(double));
+    pb.y = malloc(n * sizeof(double));
+    pb.r = malloc(n * sizeof(double));
+    pb.dx = calloc(n, sizeof(double));
+    fill_uniform(pb.x, n, -1.0, 1.0, seed + 100);
+    fill_uniform(pb.r, n, -1.0, 1.0, seed + 101);
+
+    double l0;
+    assert_int_equal(block_loss(&pb, &l0), 0);
+    assert_int_equal(mhad_block_zero_grad(pb.blk), MHA_OK);
+    assert_int_equal(mhad_block_backward(pb.blk, pb.x, pb.r, pb.dx), MHA_OK);
+
+    mha_gc_tensor t[MHA_BLOCK_NUM_TENSORS + 1];
+    for (size_t i = 0; i < MHA_BLOCK_NUM_TENSORS; i++) {
+        mha_param_info in;
+        double *p, *g;
+        assert_int_equal(mhad_block_tensor(pb.blk, i, &in, &p, &g), MHA_OK);
+        t[i] = (mha_gc_tensor){.name = in.name, .value = p, .grad = g, .n = in.numel};
+    }
+    t[MHA_BLOCK_NUM_TENSORS] = (mha_gc_tensor){.name = "x", .value = pb.x, .grad = pb.dx, .n = n};
+    mha_gc_result res[MHA_BLOCK_NUM_TENSORS + 1];
+    mha_gc_options opt = {.atol = GC_ATOL, .rtol = GC_RTOL};
+    assert_int_equal(mha_gradcheck(block_loss, &pb, t, MHA_BLOCK_NUM_TENSORS + 1, &opt, res),
+                     MHA_OK);
+    for (size_t i = 0; i <= MHA_BLOCK_NUM_TENSORS; i++) {
+        if (!(res[i].worst_ratio <= 1.0))
+            print_error("block %s: worst ratio %.3g at %zu (analytic %.10g numeric %.10g)\n",
+                        t[i].name, res[i].worst_ratio, res[i].worst_index,
+                        res[i].worst_analytic, res[i].worst_numeric);
+        assert_true(res[i].worst_ratio <= 1.0);
+        assert_int_equal(res[i].compared, t[i].n);
+    }
+    mhad_block_destroy(pb.blk);
+    free(pb.x);
+    free(pb.y);
+    free(pb.r);
+    free(pb.dx);
+}
+
+/* Every block gradient (16 tensors and dx) against finite differences, causal, no dropout. */
+static void gpt_block_grad_plain(void **state)
+{
+    (void)state;
+    check_block(2, 5, 8, 2, 0.0, 0.0, 1, MHA_ATTN_STORED, 11);
+}
+
+/* The same with attention dropout 0.2 and residual dropout 0.25 (masks replayed). */
+static void gpt_block_grad_dropout(void **state)
+{
+    (void)state;
+    check_block(2, 5, 8, 2, 0.2, 0.25, 1, MHA_ATTN_STORED, 12);
+}
+
+/* Odd sizes, one head, bidirectional attention, the memory-efficient attention mode. */
+static void gpt_block_grad_odd_recompute(void **state)
+{
+    (void)state;
+    check_block(3, 3, 6, 1, 0.1, 0.3, 0, MHA_ATTN_RECOMPUTE, 13);
+}
+
+/* ---- model ------------------------------------------------------------------- */
+
+typedef struct gpt_problem {
+    mhad_gpt *g;
+    size_t B, T;
+    int32_t *tok, *tgt;
+    int training;
+    uint64_t call0;
+} gpt_problem;
+
+static int gpt_loss(void *ctx, double *loss)
+{
+    gpt_problem *pb = ctx;
+    int st = mhad_gpt_set_call_index(pb->g, pb->call0);
+    if (st == MHA_OK)
+        st = mhad_gpt_forward(pb->g, pb->training, pb->B, pb->T, pb->tok, pb->tgt, loss);
+    return st;
+}
+
+static mha_gpt_config small_config(double p_attn, double p_resid, uint64_t seed)
+{
+    mha_gpt_config c = {.vocab = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8,
+                        .attn_dropout = p_attn, .resid_dropout = p_resid, .seed = seed,
+                        .threads = 2};
+    return c;
+}
+
+static void fill_tokens(int32_t *x, size_t n, int32_t V, uint64_t seed)
+{
+    mha_pcg32 rng;
+    mha_pcg32_seed(&rng, seed, 5);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        mha_pcg32_bounded(&rng, (uint32_t)V, &u);
+        x[i] = (int32_t)u;
+    }
+}
+
+static void check_gpt(double p_attn, double p_resid, size_t B, size_t T, uint64_t seed)
+{
+    mha_gpt_config cfg = small_config(p_attn, p_resid, seed);
+    gpt_problem pb = {.B = B, .T = T, .training = p_attn > 0 || p_resid > 0, .call0 = 5};
+    assert_int_equal(mhad_gpt_create(&pb.g, &cfg, B), MHA_OK);
+    randomize_gpt(pb.g, seed);
+    pb.tok = malloc(B * T * sizeof(int32_t));
+    pb.tgt = malloc(B * T * sizeof(int32_t));
+    fill_tokens(pb.tok, B * T, (int32_t)cfg.vocab, seed + 1);
+    fill_tokens(pb.tgt, B * T, (int32_t)cfg.vocab, seed + 2);
+    pb.tgt[1] = -1; /* a position without a target */
+
+    double l0;
+    assert_int_equal(gpt_loss(&pb, &l0), MHA_OK);
+    assert_true(l0 > 0.0 && isfinite(l0));
+    assert_int_equal(mhad_gpt_zero_grad(pb.g), MHA_OK);
+    assert_int_equal(mhad_gpt_backward(pb.g), MHA_OK);
+
+    const size_t n = mhad_gpt_num_tensors(pb.g);
+    assert_int_equal(n, 2 + 16 * cfg.layers + 2);
+    mha_gc_tensor *t = calloc(n, sizeof *t);
+    mha_gc_result *res = calloc(n, sizeof *res);
+    for (size_t i = 0; i < n; i++) {
+        mha_param_info in;
+        double *p, *g;
+        assert_int_equal(mhad_gpt_tensor(pb.g, i, &in, &p, &g), MHA_OK);
+        t[i] = (mha_gc_tensor){.name = in.name, .value = p, .grad = g, .n = in.numel};
+    }
+    mha_gc_options opt = {.atol = GC_ATOL, .rtol = GC_RTOL};
+    assert_int_equal(mha_gradcheck(gpt_loss, &pb, t, n, &opt, res), MHA_OK);
+    for (size_t i = 0; i < n; i++) {
+        if (!(res[i].worst_ratio <= 1.0))
+            print_error("gpt %s: worst ratio %.3g at %zu (analytic %.10g numeric %.10g)\n",
+                        t[i].name, res[i].worst_ratio, res[i].worst_index,
+                        res[i].worst_analytic, res[i].worst_numeric);
+        assert_true(res[i].worst_ratio <= 1.0);
+    }
+    free(t);
+    free(res);
+    free(pb.tok);
+    free(pb.tgt);
+    mhad_gpt_destroy(pb.g);
+}
+
+/* Every parameter of the whole model (embeddings, tied read-out, 2 blocks, ln_f) by
+ * finite differences of the mean cross-entropy, T < context, one unscored position. */
+static void gpt_model_grad_plain(void **state)
+{
+    (void)state;
+    check_gpt(0.0, 0.0, 2, 5, 21);
+}
+
+/* The same with every dropout on: attention 0.15, embeddings and residual branches 0.2. */
+static void gpt_model_grad_dropout(void **state)
+{
+    (void)state;
+    check_gpt(0.15, 0.2, 2, 6, 22);
+}
+
+/* float32 and float64 models with the same parameters agree: loss within 1e-5 relative,
+ * every gradient within 1e-4 in relative L2 norm (attn.w_k.bias, whose exact gradient is
+ * 0 by softmax shift invariance, on the scale of its weight). */
+static void gpt_model_f32_matches_f64(void **state)
+{
+    (void)state;
+    mha_gpt_config cfg = small_config(0.0, 0.0, 31);
+    cfg.vocab = 13;
+    cfg.context = 9;
+    cfg.dim = 16;
+    mhad_gpt *gd;
+    mha_gpt *gf;
+    assert_int_equal(mhad_gpt_create(&gd, &cfg, 3), MHA_OK);
+    assert_int_equal(mha_gpt_create(&gf, &cfg, 3), MHA_OK);
+    for (size_t i = 0; i < mhad_gpt_num_tensors(gd); i++) {
+        mha_param_info in;
+        double *pd;
+        float *pf;
+        assert_int_equal(mhad_gpt_tensor(gd, i, &in, &pd, NULL), MHA_OK);
+        assert_int_equal(mha_gpt_tensor(gf, i, NULL, &pf, NULL), MHA_OK);
+        for (size_t k = 0; k < in.numel; k++)
+            pf[k] = (float)pd[k]; /* GPT-2 init of the double model, rounded */
+        for (size_t k = 0; k < in.numel; k++)
+            pd[k] = (double)pf[k];
+    }
+    int32_t tok[27], tgt[27];
+    fill_tokens(tok, 27, 13, 1);
+    fill_tokens(tgt, 27, 13, 2);
+    double ld, lf;
+    assert_int_equal(mhad_gpt_forward(gd, 1, 3, 9, tok, tgt, &ld), MHA_OK);
+    assert_int_equal(mha_gpt_forward(gf, 1, 3, 9, tok, tgt, &lf), MHA_OK);
+    assert_close(lf, ld, 0.0, 1e-5);
+    assert_int_equal(mhad_gpt_backward(gd), MHA_OK);
+    assert_int_equal(mha_gpt_backward(gf), MHA_OK);
+    for (size_t i = 0; i < mhad_gpt_num_tensors(gd); i++) {
+        mha_param_info in;
+        double *g64;
+        float *g32;
+        assert_int_equal(mhad_gpt_tensor(gd, i, &in, NULL, &g64), MHA_OK);
+        assert_int_equal(mha_gpt_tensor(gf, i, NULL, NULL, &g32), MHA_OK);
+        double num = 0, den = 0;
+        for (size_t k = 0; k < in.numel; k++) {
+            num += ((double)g32[k] - g64[k]) * ((double)g32[k] - g64[k]);
+            den += g64[k] * g64[k];
+        }
+        if (strstr(in.name, "w_k.bias")) { /* scale of the sibling weight (tensor i − 1) */
+            mha_param_info wi;
+            double *gw;
+            assert_int_equal(mhad_gpt_tensor(gd, i - 1, &wi, NULL, &gw), MHA_OK);
+            den = 0;
+            for (size_t k = 0; k < wi.numel; k++)
+                den += gw[k] * gw[k];
+        }
+        if (!(sqrt(num) <= 1e-4 * sqrt(den)))
+            print_error("%s: ‖g32 − g64‖ %.3g vs ‖g64‖ %.3g\n", in.name, sqrt(num), sqrt(den));
+        assert_true(sqrt(num) <= 1e-4 * sqrt(den));
+    }
+    mhad_gpt_destroy(gd);
+    mha_gpt_destroy(gf);
+}
+
+/* ---- generation with key/value caches ------------------------------------------ */
+
+/* Logits from the cached path equal the full forward's at every position: prefill of 3,
+ * then one token at a time, for 2 sequences; float64 within 1e-12 of the largest logit,
+ * float32 within 1e-5. After reset the same feed gives bit-identical logits. */
+static void gpt_infer_matches_full_forward(void **state)
+{
+    (void)state;
+    mha_gpt_config cfg = small_config(0.3, 0.3, 41); /* dropout must not apply */
+    cfg.context = 10;
+    const size_t B = 2, T = 10, V = cfg.vocab;
+    int32_t tok[20];
+    fill_tokens(tok, B * T, (int32_t)V, 3);
+    for (int prec = 0; prec < 2; prec++) {
+        double *full = malloc(B * T * V * sizeof(double));
+        double step_logits[2 * 7], first[2 * 7];
+        int32_t chunk[2 * 3];
+        double maxabs = 0, worst = 0;
+        mhad_gpt *gd = NULL;
+        mha_gpt *gf = NULL;
+        mhad_gpt_infer *sd = NULL;
+        mha_gpt_infer *sf = NULL;
+        if (prec == 0) {
+            assert_int_equal(mhad_gpt_create(&gd, &cfg, B), MHA_OK);
+            randomize_gpt(gd, 41);
+            assert_int_equal(mhad_gpt_forward(gd, 0, B, T, tok, NULL, NULL), MHA_OK);
+            memcpy(full, mhad_gpt_logits(gd, NULL), B * T * V * sizeof(double));
+            assert_int_equal(mhad_gpt_infer_create(&sd, gd, B, T), MHA_OK);
+        } else {
+            assert_int_equal(mha_gpt_create(&gf, &cfg, B), MHA_OK);
+            assert_int_equal(mha_gpt_forward(gf, 0, B, T, tok, NULL, NULL), MHA_OK);
+            const float *lf = mha_gpt_logits(gf, NULL);
+            for (size_t i = 0; i < B * T * V; i++)
+                full[i] = lf[i];
+            assert_int_equal(mha_gpt_infer_create(&sf, gf, B, T), MHA_OK);
+        }
+        for (size_t i = 0; i < B * T * V; i++)
+            maxabs = fmax(maxabs, fabs(full[i]));
+        for (int round = 0; round < 2; round++) {
+            size_t pos = 0;
+            while (pos < T) {
+                size_t n = pos == 0 ? 3 : 1;
+                for (size_t b = 0; b < B; b++)
+                    for (size_t k = 0; k < n; k++)
+                        chunk[b * n + k] = tok[b * T + pos + k];
+                if (prec == 0) {
+                    assert_int_equal(mhad_gpt_infer_step(gd, sd, B, n, chunk, step_logits),
+                                     MHA_OK);
+                } else {
+                    float lf[2 * 7];
+                    assert_int_equal(mha_gpt_infer_step(gf, sf, B, n, chunk, lf), MHA_OK);
+                    for (size_t i = 0; i < B * V; i++)
+                        step_logits[i] = lf[i];
+                }
+                pos += n;
+                for (size_t b = 0; b < B; b++)
+                    for (size_t v = 0; v < V; v++)
+                        worst = fmax(worst, fabs(step_logits[b * V + v] -
+                                                 full[(b * T + pos - 1) * V + v]));
+                if (pos == 3 && round == 0)
+                    memcpy(first, step_logits, sizeof first);
+                if (pos == 3 && round == 1)
+                    assert_memory_equal(first, step_logits, sizeof first);
+            }
+            size_t len;
+            if (prec == 0) {
+                assert_int_equal(mhad_gpt_infer_length(sd, &len), MHA_OK);
+                assert_int_equal(len, T);
+                /* full: one more position is refused and changes nothing */
+                assert_int_equal(mhad_gpt_infer_step(gd, sd, B, 1, chunk, step_logits),
+                                 MHA_ESHAPE);
+                assert_int_equal(mhad_gpt_infer_length(sd, &len), MHA_OK);
+                assert_int_equal(len, T);
+                assert_int_equal(mhad_gpt_infer_reset(sd), MHA_OK);
+            } else {
+                assert_int_equal(mha_gpt_infer_length(sf, &len), MHA_OK);
+                assert_int_equal(len, T);
+                assert_int_equal(mha_gpt_infer_reset(sf), MHA_OK);
+            }
+        }
+        double tol = prec == 0 ? 1e-12 : 1e-5;
+        if (!(worst <= tol * maxabs))
+            print_error("prec %d: cached vs full max |diff| %.3g (largest logit %.3g)\n", prec,
+                        worst, maxabs);
+        assert_true(worst <= tol * maxabs);
+        mhad_gpt_infer_destroy(sd);
+        mha_gpt_infer_destroy(sf);
+        mhad_gpt_destroy(gd);
+        mha_gpt_destroy(gf);
+        free(full);
+    }
+}
+
+/* Generation refuses a bad token, another batch size mid-sequence, a longer cache than
+ * the context, and another model's state, changing nothing. */
+static void gpt_infer_refusals(void **state)
+{
+    (void)state;
+    mha_gpt_config cfg = small_config(0, 0, 42);
+    mha_gpt *g, *other;
+    mha_gpt_infer *s;
+    assert_int_equal(mha_gpt_create(&g, &cfg, 2), MHA_OK);
+    assert_int_equal(mha_gpt_create(&other, &cfg, 2), MHA_OK);
+    assert_int_equal(mha_gpt_infer_create(&s, g, 2, cfg.context + 1), MHA_ESHAPE);
+    assert_int_equal(mha_gpt_infer_create(&s, g, 0, 4), MHA_EINVAL);
+    assert_int_equal(mha_gpt_infer_create(&s, g, 2, cfg.context), MHA_OK);
+    float logits[14];
+    for (int i = 0; i < 14; i++)
+        logits[i] = 42.0f;
+    int32_t bad[2] = {0, 7}, ok[2] = {1, 2};
+    size_t len;
+    assert_int_equal(mha_gpt_infer_step(g, s, 2, 1, bad, logits), MHA_EINVAL);
+    assert_int_equal(mha_gpt_infer_step(other, s, 2, 1, ok, logits), MHA_EMISMATCH);
+    assert_int_equal(mha_gpt_infer_step(g, s, 3, 1, ok, logits), MHA_ESHAPE);
+    for (int i = 0; i < 14; i++)
+        assert_true(logits[i] == 42.0f);
+    assert_int_equal(mha_gpt_infer_length(s, &len), MHA_OK);
+    assert_int_equal(len, 0);
+    assert_int_equal(mha_gpt_infer_step(g, s, 2, 1, ok, logits), MHA_OK);
+    assert_int_equal(mha_gpt_infer_step(g, s, 1, 1, ok, logits), MHA_ESHAPE);
+    assert_int_equal(mha_gpt_infer_length(s, &len), MHA_OK);
+    assert_int_equal(len, 1);
+    mha_gpt_infer_destroy(s);
+    mha_gpt_destroy(g);
+    mha_gpt_destroy(other);
+}
+
+/* ---- tensors, initialisation, contract ------------------------------------------ */
+
+/* Names, order and shapes of the state_dict; decay only on matmul weights; the
+ * parameter count; GPT-2 init: LN weight 1, biases 0, weights N(0, 0.02), residual
+ * projections N(0, 0.02/√(2L)), embeddings N(0, 0.02). */
+static void gpt_tensors_and_init(void **state)
+{
+    (void)state;
+    mha_gpt_config cfg = {.vocab = 65, .context = 64, .layers = 4, .heads = 4, .dim = 128,
+                          .seed = 1337, .threads = 1};
+    mha_gpt *g;
+    assert_int_equal(mha_gpt_create(&g, &cfg, 1), MHA_OK);
+    const size_t n = mha_gpt_num_tensors(g);
+    assert_int_equal(n, 2 + 16 * 4 + 2);
+    static const char *const expect[] = {"wte.weight", "wpe.weight", "blocks.0.ln1.weight",
+                                         "blocks.0.ln1.bias", "blocks.0.attn.w_q.weight"};
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        mha_param_info in;
+        float *p;
+        assert_int_equal(mha_gpt_tensor(g, i, &in, &p, NULL), MHA_OK);
+        if (i < 5)
+            assert_string_equal(in.name, expect[i]);
+        size_t idx;
+        assert_int_equal(mha_gpt_tensor_find(g, in.name, &idx), MHA_OK);
+        assert_int_equal(idx, i);
+        assert_int_equal(in.numel, in.ndim == 2 ? in.shape[0] * in.shape[1] : in.shape[0]);
+        total += in.numel;
+        assert_int_equal(in.decay, in.role == MHA_ROLE_WEIGHT || in.role == MHA_ROLE_RESID_WEIGHT);
+        assert_int_equal(in.decay, in.ndim == 2 && in.role != MHA_ROLE_EMBEDDING);
+        double s = 0, s2 = 0;
+        for (size_t k = 0; k < in.numel; k++) {
+            s += p[k];
+            s2 += (double)p[k] * p[k];
+        }
+        double mean = s / (double)in.numel, sd = sqrt(s2 / (double)in.numel - mean * mean);
+        switch (in.role) {
+        case MHA_ROLE_NORM_WEIGHT: assert_true(s == (double)in.numel && sd == 0); break;
+        case MHA_ROLE_BIAS:
+        case MHA_ROLE_NORM_BIAS: assert_true(s2 == 0.0); break;
+        case MHA_ROLE_RESID_WEIGHT:
+            assert_close(sd, 0.02 / sqrt(8.0), 0, 0.05);
+            break;
+        default: /* weights and embeddings */
+            assert_close(sd, 0.02, 0, 0.05);
+            assert_true(fabs(mean) < 4 * 0.02 / sqrt((double)in.numel));
+        }
+    }
+    mha_param_info last;
+    assert_int_equal(mha_gpt_tensor(g, n - 1, &last, NULL, NULL), MHA_OK);
+    assert_string_equal(last.name, "ln_f.bias");
+    assert_int_equal(mha_gpt_tensor(g, 2 + 16 + 12, &last, NULL, NULL), MHA_OK);
+    assert_string_equal(last.name, "blocks.1.mlp.fc.weight");
+    assert_int_equal(last.shape[0], 512);
+    assert_int_equal(last.shape[1], 128);
+    size_t count, idx;
+    assert_int_equal(mha_gpt_param_count(g, &count), MHA_OK);
+    assert_int_equal(count, total);
+    /* the baby GPT: 4·(12·C² + 13·C) + V·C + T·C + 2C */
+    assert_int_equal(count, 4 * (12 * 128 * 128 + 13 * 128) + 65 * 128 + 64 * 128 + 256);
+    assert_int_equal(mha_gpt_tensor_find(g, "lm_head.weight", &idx), MHA_ENOTFOUND);
+    assert_int_equal(mha_gpt_tensor(g, n, NULL, NULL, NULL), MHA_EINVAL);
+    /* same seed, same weights; another seed, other weights */
+    mha_gpt *g2;
+    assert_int_equal(mha_gpt_create(&g2, &cfg, 1), MHA_OK);
+    float *a, *b;
+    mha_param_info in;
+    assert_int_equal(mha_gpt_tensor(g, 4, &in, &a, NULL), MHA_OK);
+    assert_int_equal(mha_gpt_tensor(g2, 4, NULL, &b, NULL), MHA_OK);
+    assert_memory_equal(a, b, in.numel * sizeof(float));
+    assert_int_equal(mha_gpt_reset_parameters(g2, 7), MHA_OK);
+    assert_memory_not_equal(a, b, in.numel * sizeof(float));
+    mha_gpt_destroy(g2);
+    mha_gpt_destroy(g);
+}
+
+/* Backward accumulates: two forward+backward passes without zeroing give twice the
+ * gradient of one; zero_grad clears every tensor. */
+static void gpt_backward_accumulates(void **state)
+{
+    (void)state;
+    mha_gpt_config cfg = small_config(0, 0, 51);
+    mhad_gpt *g;
+    assert_int_equal(mhad_gpt_create(&g, &cfg, 2), MHA_OK);
+    randomize_gpt(g, 51);
+    int32_t tok[12], tgt[12];
+    fill_tokens(tok, 12, 7, 1);
+    fill_tokens(tgt, 12, 7, 2);
+    const size_t n = mhad_gpt_num_tensors(g);
+    double **once = calloc(n, sizeof *once);
+    for (int pass = 0; pass < 2; pass++) {
+        assert_int_equal(mhad_gpt_forward(g, 0, 2, 6, tok, tgt, NULL), MHA_OK);
+        assert_int_equal(mhad_gpt_backward(g), MHA_OK);
+        for (size_t i = 0; i < n; i++) {
+            mha_param_info in;
+            double *gr;
+            assert_int_equal(mhad_gpt_tensor(g, i, &in, NULL, &gr), MHA_OK);
+            if (pass == 0) {
+                once[i] = malloc(in.numel * sizeof(double));
+                memcpy(once[i], gr, in.numel * sizeof(double));
+            } else {
+                for (size_t k = 0; k < in.numel; k++)
+                    assert_close(gr[k], 2 * once[i][k], 1e-15, 1e-12);
+            }
+        }
+    }
+    assert_int_equal(mhad_gpt_zero_grad(g), MHA_OK);
+    for (size_t i = 0; i < n; i++) {
+        mha_param_info in;
+        double *gr;
+        assert_int_equal(mhad_gpt_tensor(g, i, &in, NULL, &gr), MHA_OK);
+        for (size_t k = 0; k < in.numel; k++)
+            assert_true(gr[k] == 0.0);
+        free(once[i]);
+    }
+    free(once);
+    mhad_gpt_destroy(g);
+}
+
+/* Bad arguments and calls out of order return their status and change nothing. */
+static void gpt_refusals(void **state)
+{
+    (void)state;
+    mha_gpt *g;
+    mha_gpt_config cfg = small_config(0, 0, 61), bad;
+    bad = cfg; bad.heads = 3;
+    assert_int_equal(mha_gpt_create(&g, &bad, 1), MHA_EINVAL);
+    bad = cfg; bad.resid_dropout = 1.0;
+    assert_int_equal(mha_gpt_create(&g, &bad, 1), MHA_EINVAL);
+    bad = cfg; bad.ln_eps = NAN;
+    assert_int_equal(mha_gpt_create(&g, &bad, 1), MHA_EINVAL);
+    bad = cfg; bad.vocab = 0;
+    assert_int_equal(mha_gpt_create(&g, &bad, 1), MHA_EINVAL);
+    bad = cfg; bad.context = (size_t)1 << 62;
+    assert_int_equal(mha_gpt_create(&g, &bad, 1 << 8), MHA_EOVERFLOW);
+    assert_int_equal(mha_gpt_create(&g, &cfg, 0), MHA_EINVAL);
+
+    assert_int_equal(mha_gpt_create(&g, &cfg, 2), MHA_OK);
+    int32_t tok[12], tgt[12];
+    fill_tokens(tok, 12, 7, 1);
+    fill_tokens(tgt, 12, 7, 2);
+    assert_int_equal(mha_gpt_backward(g), MHA_ESTATE);
+    assert_null(mha_gpt_logits(g, NULL));
+    double loss = 99;
+    assert_int_equal(mha_gpt_forward(g, 1, 2, 6, tok, tgt, &loss), MHA_OK);
+    size_t shape[3];
+    const float *lg = mha_gpt_logits(g, shape);
+    assert_non_null(lg);
+    assert_int_equal(shape[0] * shape[1] * shape[2], 2 * 6 * 7);
+    float *copy = malloc(84 * sizeof(float));
+    memcpy(copy, lg, 84 * sizeof(float));
+    double l2 = 123;
+    tok[3] = 7;
+    assert_int_equal(mha_gpt_forward(g, 1, 2, 6, tok, tgt, &l2), MHA_EINVAL);
+    tok[3] = 0;
+    tgt[4] = -2;
+    assert_int_equal(mha_gpt_forward(g, 1, 2, 6, tok, tgt, &l2), MHA_EINVAL);
+    tgt[4] = 1;
+    assert_int_equal(mha_gpt_forward(g, 1, 3, 6, tok, tgt, &l2), MHA_ESHAPE);
+    assert_int_equal(mha_gpt_forward(g, 1, 1, 7, tok, tgt, &l2), MHA_ESHAPE);
+    assert_int_equal(mha_gpt_forward(g, 1, 2, 6, NULL, tgt, &l2), MHA_EINVAL);
+    assert_true(l2 == 123);
+    assert_memory_equal(copy, mha_gpt_logits(g, NULL), 84 * sizeof(float));
+    uint64_t call;
+    assert_int_equal(mha_gpt_get_call_index(g, &call), MHA_OK);
+    assert_int_equal(call, 1); /* the refused forwards did not count */
+    assert_int_equal(mha_gpt_backward(g), MHA_OK);
+    assert_int_equal(mha_gpt_backward(g), MHA_ESTATE);
+    assert_int_equal(mha_gpt_forward(g, 0, 2, 6, tok, NULL, NULL), MHA_OK);
+    assert_int_equal(mha_gpt_backward(g), MHA_ESTATE); /* no targets, no loss */
+    const float *w;
+    size_t ashape[4];
+    assert_int_equal(mha_gpt_attention(g, 1, &w, ashape), MHA_OK);
+    assert_int_equal(ashape[1], 2);
+    assert_int_equal(ashape[2], 6);
+    assert_int_equal(mha_gpt_attention(g, 2, &w, ashape), MHA_EINVAL);
+    assert_non_null(mha_gpt_residual(g, 2));
+    assert_null(mha_gpt_residual(g, 3));
+    free(copy);
+    mha_gpt_destroy(g);
+}
+
+/* Results do not depend on the thread count (float64: dropout masks bit-identical, loss
+ * and gradients within BLAS summation order). */
+static void gpt_thread_count_independent(void **state)
+{
+    (void)state;
+    double loss[2];
+    double *grad[2];
+    size_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        mha_gpt_config cfg = small_config(0.2, 0.2, 71);
+        cfg.threads = k + 1;
+        mhad_gpt *g;
+        assert_int_equal(mhad_gpt_create(&g, &cfg, 3), MHA_OK);
+        int32_t tok[18], tgt[18];
+        fill_tokens(tok, 18, 7, 1);
+        fill_tokens(tgt, 18, 7, 2);
+        assert_int_equal(mhad_gpt_forward(g, 1, 3, 6, tok, tgt, &loss[k]), MHA_OK);
+        assert_int_equal(mhad_gpt_backward(g), MHA_OK);
+        double *wte_grad;
+        mha_param_info in;
+        assert_int_equal(mhad_gpt_tensor(g, 0, &in, NULL, &wte_grad), MHA_OK);
+        n = in.numel;
+        grad[k] = malloc(n * sizeof(double));
+        memcpy(grad[k], wte_grad, n * sizeof(double));
+        mhad_gpt_destroy(g);
+    }
+    assert_close(loss[1], loss[0], 0, 1e-13);
+    assert_true(rel_l2_diff(grad[1], grad[0], n) <= 1e-12);
+    free(grad[0]);
+    free(grad[1]);
+}
+
+/* AdamW training drives the loss of a small repeating text down: the model, the
+ * optimizer groups from the tensor table and backward fit together. */
+static void gpt_learns_a_pattern(void **state)
+{
+    (void)state;
+    mha_gpt_config cfg = {.vocab = 5, .context = 8, .layers = 1, .heads = 2, .dim = 16,
+                          .seed = 3, .threads = 1};
+    mha_gpt *g;
+    assert_int_equal(mha_gpt_create(&g, &cfg, 4), MHA_OK);
+    mha_optim_config oc;
+    mha_optim_default_config(MHA_OPTIM_ADAMW, &oc);
+    oc.beta2 = 0.99;
+    mha_optimizer *opt;
+    assert_int_equal(mha_optim_create(&opt, &oc), MHA_OK);
+    for (size_t i = 0; i < mha_gpt_num_tensors(g); i++) {
+        mha_param_info in;
+        float *p, *gr;
+        assert_int_equal(mha_gpt_tensor(g, i, &in, &p, &gr), MHA_OK);
+        assert_int_equal(mha_optim_add_decay(opt, in.name, p, gr, in.numel,
+                                             in.decay ? 0.1 : 0.0), MHA_OK);
+    }
+    int32_t tok[32], tgt[32];
+    const int32_t pattern[5] = {0, 1, 2, 3, 4};
+    double first = 0, last = 0;
+    for (int step = 0; step < 150; step++) {
+        for (int b = 0; b < 4; b++)
+            for (int t = 0; t < 8; t++) {
+                tok[b * 8 + t] = pattern[(b + t + step) % 5];
+                tgt[b * 8 + t] = pattern[(b + t + step + 1) % 5];
+            }
+        double loss;
+        assert_int_equal(mha_gpt_zero_grad(g), MHA_OK);
+        assert_int_equal(mha_gpt_forward(g, 1, 4, 8, tok, tgt, &loss), MHA_OK);
+        assert_int_equal(mha_gpt_backward(g), MHA_OK);
+        assert_int_equal(mha_optim_clip_grad_norm(opt, 1.0, NULL), MHA_OK);
+        assert_int_equal(mha_optim_step(opt, 1e-2), MHA_OK);
+        if (step == 0)
+            first = loss;
+        last = loss;
+    }
+    assert_close(first, log(5.0), 0.0, 0.05); /* starts at chance */
+    assert_true(last < 0.05);                /* the next symbol is determined */
+    mha_optim_destroy(opt);
+    mha_gpt_destroy(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gpt_block_grad_plain),
+        cmocka_unit_test(gpt_block_grad_dropout),
+        cmocka_unit_test(gpt_block_grad_odd_recompute),
+        cmocka_unit_test(gpt_model_grad_plain),
+        cmocka_unit_test(gpt_model_grad_dropout),
+        cmocka_unit_test(gpt_model_f32_matches_f64),
+        cmocka_unit_test(gpt_infer_matches_full_forward),
+        cmocka_unit_test(gpt_infer_refusals),
+        cmocka_unit_test(gpt_tensors_and_init),
+        cmocka_unit_test(gpt_backward_accumulates),
+        cmocka_unit_test(gpt_refusals),
+        cmocka_unit_test(gpt_thread_count_independent),
+        cmocka_unit_test(gpt_learns_a_pattern),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
