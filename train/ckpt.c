@@ -1,0 +1,270 @@
+/* Training checkpoints on top of st.h (ckpt.h). */
+#include "ckpt.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mha.h"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- metadata ------------------------------------------------------------------------ */
+
+int ckpt_meta_add(ckpt_meta *m, const char *key, const char *val)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 32;
+        const char **k = realloc(m->keys, cap * sizeof *k);
+        if (!k)
+            return MHA_ENOMEM;
+        m->keys = k;
+        char **v = realloc(m->vals, cap * sizeof *v);
+        if (!v)
+            return MHA_ENOMEM;
+        m->vals = v;
+        m->cap = cap;
+    }
+    char *copy = malloc(strlen(val) + 1);
+    if (!copy)
+        return MHA_ENOMEM;
+    strcpy(copy, val);
+    m->keys[m->n] = key;
+    m->vals[m->n] = copy;
+    m->n++;
+    return MHA_OK;
+}
+
+int ckpt_meta_init(ckpt_meta *m, const char *format, const cli_opt *opts, size_t n,
+                   const void *cfg)
+{
+    int st = ckpt_meta_add(m, "format", format);
+    for (size_t i = 0; st == MHA_OK && i < n; i++) {
+        if (!opts[i].ckpt)
+            continue;
+        char v[2 * CLI_PATH_CAP];
+        cli_format(&opts[i], cfg, v, sizeof v);
+        st = ckpt_meta_add(m, opts[i].name, v);
+    }
+    return st;
+}
+
+void ckpt_meta_free(ckpt_meta *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->vals[i]);
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- save ---------------------------------------------------------------------------- */
+
+int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, char *err,
+              size_t errlen)
+{
+    const size_t cap = 3 * c->n_t + c->n_s;
+    st_tensor *ts = calloc(cap ? cap : 1, sizeof *ts);
+    char(*names)[CKPT_NAME_CAP + 64] = calloc(2 * c->n_t + 1, sizeof *names);
+    if (!ts || !names) {
+        free(ts);
+        free(names);
+        set_err(err, errlen, "out of memory");
+        return MHA_ENOMEM;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_t; i++) {
+        const ckpt_tensor *t = &c->t[i];
+        ts[n++] = (st_tensor){t->name, ST_F32, t->ndim, {t->shape[0], t->shape[1]}, t->p};
+    }
+    for (int w = 0; w < 2; w++) {
+        for (size_t i = 0; i < c->n_t; i++) {
+            const ckpt_tensor *t = &c->t[i];
+            const float *data = w == 0 ? t->m : t->v;
+            if (!c->moment[w] || !data)
+                continue;
+            char *nm = names[(size_t)w * c->n_t + i];
+            snprintf(nm, CKPT_NAME_CAP + 64, "optimizer.%s.%s", c->moment[w], t->name);
+            ts[n++] = (st_tensor){nm, ST_F32, t->ndim, {t->shape[0], t->shape[1]}, data};
+        }
+    }
+    for (size_t i = 0; i < c->n_s; i++) {
+        const ckpt_state *s = &c->s[i];
+        ts[n++] = (st_tensor){s->name, s->dtype, s->ndim, {s->ndim ? s->len : 0}, s->data};
+    }
+    int st = st_save(path, ts, n, meta ? meta->keys : NULL,
+                     meta ? (const char *const *)meta->vals : NULL, meta ? meta->n : 0, err,
+                     errlen);
+    free(ts);
+    free(names);
+    return st;
+}
+
+/* ---- load ---------------------------------------------------------------------------- */
+
+/* 1 if `name` is an entry of the layout. */
+static int expected(const ckpt_layout *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_s; i++)
+        if (strcmp(name, c->s[i].name) == 0)
+            return 1;
+    for (size_t i = 0; i < c->n_t; i++) {
+        const ckpt_tensor *t = &c->t[i];
+        if (strcmp(name, t->name) == 0)
+            return 1;
+        for (int w = 0; w < 2; w++) {
+            char full[CKPT_NAME_CAP + 64];
+            if (!c->moment[w] || !(w == 0 ? t->m : t->v))
+                continue;
+            snprintf(full, sizeof full, "optimizer.%s.%s", c->moment[w], t->name);
+            if (strcmp(name, full) == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen)
+{
+    const void **src = calloc(3 * c->n_t + c->n_s + 1, sizeof *src);
+    if (!src) {
+        set_err(err, errlen, "out of memory");
+        return MHA_ENOMEM;
+    }
+    int st = MHA_OK;
+    /* 1. every entry present, with its dtype and shape */
+    for (size_t i = 0; st == MHA_OK && i < c->n_t; i++) {
+        const ckpt_tensor *t = &c->t[i];
+        st = st_get(f, t->name, ST_F32, t->ndim, t->shape, &src[3 * i], err, errlen);
+        for (int w = 0; st == MHA_OK && w < 2; w++) {
+            if (!c->moment[w] || !(w == 0 ? t->m : t->v))
+                continue;
+            char name[CKPT_NAME_CAP + 64];
+            snprintf(name, sizeof name, "optimizer.%s.%s", c->moment[w], t->name);
+            st = st_get(f, name, ST_F32, t->ndim, t->shape, &src[3 * i + 1 + (size_t)w], err,
+                        errlen);
+        }
+    }
+    for (size_t i = 0; st == MHA_OK && i < c->n_s; i++) {
+        const ckpt_state *s = &c->s[i];
+        st = st_get(f, s->name, s->dtype, s->ndim, &s->len, &src[3 * c->n_t + i], err, errlen);
+    }
+    /* 2. weights and moments finite, second moments >= 0 */
+    for (size_t i = 0; st == MHA_OK && i < c->n_t; i++) {
+        const ckpt_tensor *t = &c->t[i];
+        for (int w = 0; st == MHA_OK && w < 3; w++) {
+            const float *d = src[3 * i + (size_t)w];
+            if (!d)
+                continue;
+            for (size_t k = 0; k < t->numel; k++) {
+                if (isfinite(d[k]) && (w < 2 || d[k] >= 0))
+                    continue;
+                set_err(err, errlen, "tensor %s%s%s%s[%zu] holds %g (weights and optimizer "
+                        "moments are finite, second moments >= 0)", w ? "optimizer." : "",
+                        w ? c->moment[w - 1] : "", w ? "." : "", t->name, k, (double)d[k]);
+                st = MHA_EFORMAT;
+                break;
+            }
+        }
+    }
+    for (size_t i = 0; st == MHA_OK && i < c->n_s; i++) {
+        const ckpt_state *s = &c->s[i];
+        if (s->dtype != ST_F64)
+            continue;
+        const double *d = src[3 * c->n_t + i];
+        for (size_t k = 0; k < (s->ndim ? s->len : 1); k++)
+            if (isnan(d[k])) {
+                set_err(err, errlen, "state %s[%zu] is NaN", s->name, k);
+                st = MHA_EFORMAT;
+                break;
+            }
+    }
+    /* 3. nothing else */
+    for (size_t i = 0; st == MHA_OK && i < st_count(f); i++)
+        if (!expected(c, st_name(f, i))) {
+            set_err(err, errlen, "tensor '%.80s' is not part of this run%s%s", st_name(f, i),
+                    c->extra_hint ? " " : "", c->extra_hint ? c->extra_hint : "");
+            st = MHA_EFORMAT;
+        }
+    /* 4. copy */
+    for (size_t i = 0; st == MHA_OK && i < c->n_t; i++) {
+        const ckpt_tensor *t = &c->t[i];
+        float *dst[3] = {t->p, t->m, t->v};
+        for (int w = 0; w < 3; w++)
+            if (src[3 * i + (size_t)w])
+                memcpy(dst[w], src[3 * i + (size_t)w], t->numel * sizeof(float));
+    }
+    for (size_t i = 0; st == MHA_OK && i < c->n_s; i++) {
+        const ckpt_state *s = &c->s[i];
+        memcpy(s->data, src[3 * c->n_t + i], (s->ndim ? s->len : 1) * st_dtype_size(s->dtype));
+    }
+    free(src);
+    return st;
+}
+
+/* ---- configuration from metadata ------------------------------------------------------ */
+
+int ckpt_config_from_meta(const st_file *f, const char *path, const char *prefix,
+                          const char *format, const cli_opt *opts, size_t n,
+                          const int *explicit_opt, void *cfg, size_t cfg_size, char *err,
+                          size_t errlen)
+{
+    const char *fmt = st_meta(f, "format");
+    if (!fmt || strcmp(fmt, format) != 0) {
+        set_err(err, errlen, "%s: not an %s checkpoint (metadata \"format\" is %s)", prefix,
+                format, fmt ? fmt : "missing");
+        return MHA_EFORMAT;
+    }
+    void *ck = malloc(cfg_size);
+    if (!ck) {
+        set_err(err, errlen, "out of memory");
+        return MHA_ENOMEM;
+    }
+    memcpy(ck, cfg, cfg_size);
+    int st = MHA_OK;
+    for (size_t i = 0; st == MHA_OK && i < n; i++) {
+        const cli_opt *o = &opts[i];
+        if (!o->ckpt)
+            continue;
+        const char *v = st_meta(f, o->name);
+        if (!v) {
+            set_err(err, errlen, "%s: its metadata has no \"%s\"", prefix, o->name);
+            st = MHA_EFORMAT;
+            break;
+        }
+        const char *e = cli_parse(o, v, ck);
+        if (e) {
+            set_err(err, errlen, "%s: metadata %s = \"%.200s\" %s", prefix, o->name, v, e);
+            st = MHA_EFORMAT;
+            break;
+        }
+        char mine[2 * CLI_PATH_CAP], theirs[2 * CLI_PATH_CAP];
+        cli_format(o, cfg, mine, sizeof mine);
+        cli_format(o, ck, theirs, sizeof theirs);
+        if (o->ckpt == 1 && explicit_opt[i] && strcmp(mine, theirs) != 0) {
+            set_err(err, errlen, "checkpoint %s does not fit this run: it was made with --%s "
+                    "%.200s, this run asks for --%s %.200s", path, o->name, theirs, o->name,
+                    mine);
+            st = MHA_ESHAPE;
+        }
+    }
+    if (st == MHA_OK)
+        for (size_t i = 0; i < n; i++)
+            if (opts[i].ckpt == 1 || (opts[i].ckpt == 2 && !explicit_opt[i]))
+                cli_copy_field(&opts[i], cfg, ck);
+    free(ck);
+    return st;
+}

@@ -1,0 +1,103 @@
+/*
+ * ckpt — training checkpoints of mha-train and mha-gpt on top of the safetensors files of
+ * st.h: named float tensors with their optimizer moments, a few integer / double state
+ * values, and text metadata (a format name and the run's options).
+ *
+ * Layout of a checkpoint file written by ckpt_save:
+ *   <tensor name>                          F32 [shape]   every parameter tensor
+ *   optimizer.<moment>.<tensor name>       F32 [shape]   per moment kind the optimizer has
+ *                                                        (torch's state names: exp_avg,
+ *                                                        exp_avg_sq, momentum_buffer)
+ *   <state name>                           U64 / F64     scalars or vectors (step, RNG, ...)
+ *   __metadata__: "format" first, then the options marked ckpt != 0 in the program's
+ *   option table (cli.h), as cli_format text, then any extra keys.
+ * Saving is atomic (st_save: temporary file, fsync, rename): a failed save leaves the
+ * previous file intact.
+ *
+ * Loading is strict: every expected entry present with exactly its dtype and shape,
+ * floats finite, second moments (moment index 1) >= 0, and no entry the layout does not
+ * name. Nothing is copied unless everything is valid.
+ *
+ * Functions return MHA_OK or a negative MHA_ status with a one-line message in err; they
+ * never print or exit (the programs do that).
+ */
+#ifndef TRAIN_CKPT_H
+#define TRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli.h"
+#include "st.h"
+
+enum { CKPT_NAME_CAP = 128 };
+
+/* One float parameter tensor and its optimizer moments. p, m, v borrowed [numel]. */
+typedef struct ckpt_tensor {
+    char name[CKPT_NAME_CAP];
+    float *p;       /* values                                         */
+    float *m, *v;   /* moments 0 and 1 (NULL when the optimizer keeps none) */
+    size_t ndim;    /* 1 or 2                                         */
+    size_t shape[2];
+    size_t numel;
+} ckpt_tensor;
+
+/* One state entry (not a parameter): U64 or F64, a scalar (ndim 0) or a vector. */
+typedef struct ckpt_state {
+    const char *name;
+    st_dtype dtype; /* ST_U64 or ST_F64                                   */
+    size_t ndim;    /* 0 or 1                                             */
+    size_t len;     /* elements when ndim == 1                            */
+    void *data;     /* borrowed: 1 or len elements                        */
+} ckpt_state;
+
+typedef struct ckpt_layout {
+    const ckpt_tensor *t;
+    size_t n_t;
+    const char *moment[2];   /* torch's names of the moments kept in ckpt_tensor.m / .v
+                                (NULL: that moment is not stored)                       */
+    const ckpt_state *s;
+    size_t n_s;
+    const char *extra_hint;  /* appended to the "not part of this run" message          */
+} ckpt_layout;
+
+/* Metadata being assembled for a save: keys and owned value copies. */
+typedef struct ckpt_meta {
+    size_t n, cap;
+    const char **keys; /* static or option-table storage */
+    char **vals;       /* owned                          */
+} ckpt_meta;
+
+/* "format" = format, then every option of opts[n] with ckpt != 0 formatted from cfg.
+ * *m must be zeroed first; free with ckpt_meta_free. MHA_ENOMEM. */
+int ckpt_meta_init(ckpt_meta *m, const char *format, const cli_opt *opts, size_t n,
+                   const void *cfg);
+/* Append key = val (val copied). MHA_ENOMEM. */
+int ckpt_meta_add(ckpt_meta *m, const char *key, const char *val);
+void ckpt_meta_free(ckpt_meta *m);
+
+/* Write the layout's tensors (values, then moment 0 of every tensor, then moment 1),
+ * its state entries and the metadata to path, atomically. */
+int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, char *err,
+              size_t errlen);
+
+/* Check f against the layout (see the top) and, if everything is valid, copy every
+ * tensor, moment and state entry into the layout's buffers. MHA_EFORMAT / MHA_ESHAPE /
+ * MHA_ENOTFOUND with a message naming the tensor otherwise (nothing copied). */
+int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen);
+
+/* Read the options of a checkpoint back into cfg (a config of opts' program, cfg_size
+ * bytes):
+ *   - the metadata "format" must equal `format`;
+ *   - every option with ckpt != 0 must be present and parse (cli_parse);
+ *   - an option with ckpt == 1 given explicitly (explicit_opt[k]) with another value is
+ *     refused (MHA_ESHAPE): "checkpoint <path> does not fit this run: it was made with
+ *     --X a, this run asks for --X b";
+ *   - then cfg takes every ckpt == 1 option, and every ckpt == 2 option not given.
+ * Other errors (MHA_EFORMAT) read "<prefix>: <what is wrong>". cfg is unchanged on error. */
+int ckpt_config_from_meta(const st_file *f, const char *path, const char *prefix,
+                          const char *format, const cli_opt *opts, size_t n,
+                          const int *explicit_opt, void *cfg, size_t cfg_size, char *err,
+                          size_t errlen);
+
+#endif /* TRAIN_CKPT_H */

@@ -1,0 +1,291 @@
+/* Option tables, strict parsing and --help of the training programs (cli.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mha.h"
+
+static const char *prog = "mha";
+
+void cli_set_program(const char *name)
+{
+    prog = name;
+}
+
+const char *cli_program(void)
+{
+    return prog;
+}
+
+void cli_die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n(see %s --help)\n", prog);
+    va_end(ap);
+    exit(CLI_EXIT_USAGE);
+}
+
+void cli_die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(code);
+}
+
+void cli_check(int st, const char *what)
+{
+    if (st != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "%s: %s", what, mha_strerror(st));
+}
+
+size_t cli_index(const cli_opt *opts, size_t n, const char *name)
+{
+    size_t k = 0;
+    while (k < n && strcmp(opts[k].name, name) != 0)
+        k++;
+    return k;
+}
+
+/* CLI_STR: \n, \t and \\ are written as escapes (and read back by cli_parse). */
+static void format_escaped(const char *s, char *buf, size_t cap)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < cap; s++) {
+        if (*s == '\n' || *s == '\t' || *s == '\\') {
+            buf[k++] = '\\';
+            buf[k++] = *s == '\n' ? 'n' : *s == '\t' ? 't' : '\\';
+        } else {
+            buf[k++] = *s;
+        }
+    }
+    if (cap)
+        buf[k < cap ? k : cap - 1] = '\0';
+}
+
+void cli_format(const cli_opt *o, const void *cfg, char *buf, size_t cap)
+{
+    const char *p = (const char *)cfg + o->off;
+    switch (o->type) {
+    case CLI_CHOICE: snprintf(buf, cap, "%s", o->choices[*(const int *)p]); break;
+    case CLI_FLAG: snprintf(buf, cap, "%d", *(const int *)p ? 1 : 0); break;
+    case CLI_SIZE: snprintf(buf, cap, "%zu", *(const size_t *)p); break;
+    case CLI_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case CLI_DBL: { /* shortest text that reads back as the same double */
+        double v = *(const double *)p;
+        snprintf(buf, cap, "%.15g", v);
+        if (strtod(buf, NULL) != v)
+            snprintf(buf, cap, "%.17g", v);
+        break;
+    }
+    case CLI_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
+    case CLI_PATH: snprintf(buf, cap, "%s", p); break;
+    case CLI_STR: format_escaped(p, buf, cap); break;
+    }
+}
+
+/* CLI_STR: text with \n, \t, \\ unescaped into dst[CLI_PATH_CAP]; 1 if it does not fit. */
+static int unescape(const char *text, char *dst)
+{
+    size_t k = 0;
+    for (const char *s = text; *s; s++) {
+        char c = *s;
+        if (c == '\\' && (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
+            s++;
+            c = *s == 'n' ? '\n' : *s == 't' ? '\t' : '\\';
+        }
+        if (k + 1 >= CLI_PATH_CAP)
+            return 1;
+        dst[k++] = c;
+    }
+    dst[k] = '\0';
+    return 0;
+}
+
+const char *cli_parse(const cli_opt *o, const char *text, void *cfg)
+{
+    char *p = (char *)cfg + o->off;
+    char *end = NULL;
+    switch (o->type) {
+    case CLI_CHOICE: {
+        static char msg[256];
+        size_t len = (size_t)snprintf(msg, sizeof msg, "must be one of");
+        for (int k = 0; o->choices[k]; k++) {
+            if (strcmp(text, o->choices[k]) == 0) {
+                *(int *)p = k;
+                return NULL;
+            }
+            if (len < sizeof msg)
+                len += (size_t)snprintf(msg + len, sizeof msg - len, "%s %s", k ? "," : "",
+                                        o->choices[k]);
+        }
+        return msg;
+    }
+    case CLI_FLAG:
+        if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
+            return "a flag takes no value (or =0 / =1)";
+        *(int *)p = text[0] == '1';
+        return NULL;
+    case CLI_PATH:
+        if (text[0] == '\0' || strlen(text) >= CLI_PATH_CAP)
+            return "must be a non-empty path";
+        strcpy(p, text);
+        return NULL;
+    case CLI_STR: {
+        char tmp[CLI_PATH_CAP];
+        if (unescape(text, tmp))
+            return "is too long";
+        strcpy(p, tmp);
+        return NULL;
+    }
+    case CLI_DBL: {
+        errno = 0;
+        double v = strtod(text, &end);
+        if (errno || end == text || *end != '\0' || !(v >= o->lo && v <= o->hi))
+            return "must be a number in range";
+        *(double *)p = v;
+        return NULL;
+    }
+    default: {
+        if (text[0] < '0' || text[0] > '9') /* strtoull would skip white space and wrap
+                                               " -1" to 2^64-1 */
+            return "must be a non-negative integer in range";
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (errno || end == text || *end != '\0' || (double)v < o->lo || (double)v > o->hi)
+            return "must be a non-negative integer in range";
+        if (o->type == CLI_SIZE)
+            *(size_t *)p = (size_t)v;
+        else if (o->type == CLI_U64)
+            *(uint64_t *)p = (uint64_t)v;
+        else
+            *(int *)p = (int)v;
+        return NULL;
+    }
+    }
+}
+
+void cli_range_text(const cli_opt *o, char *buf, size_t cap)
+{
+    const int integral = o->type == CLI_SIZE || o->type == CLI_U64 || o->type == CLI_INT;
+    if (integral && o->hi >= 18446744073709551615.0)
+        snprintf(buf, cap, " [%.0f, 2^64-1]", o->lo);
+    else if (o->type == CLI_DBL)
+        snprintf(buf, cap, " [%g, %g]", o->lo, o->hi);
+    else if (integral)
+        snprintf(buf, cap, " [%.0f, %.0f]", o->lo, o->hi);
+    else
+        buf[0] = '\0';
+}
+
+void cli_copy_field(const cli_opt *o, void *dst, const void *src)
+{
+    size_t sz = o->type == CLI_DBL   ? sizeof(double)
+                : o->type == CLI_U64  ? sizeof(uint64_t)
+                : o->type == CLI_SIZE ? sizeof(size_t)
+                : o->type == CLI_PATH || o->type == CLI_STR ? (size_t)CLI_PATH_CAP
+                                                              : sizeof(int);
+    memcpy((char *)dst + o->off, (const char *)src + o->off, sz);
+}
+
+void cli_collect(const cli_opt *opts, size_t n, int argc, char **argv, int first,
+                 const char **vals)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0)
+            cli_die_usage("unexpected argument '%s'", a);
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        size_t k;
+        for (k = 0; k < n; k++)
+            if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0)
+                break;
+        if (k == n)
+            cli_die_usage("unknown option '%s'", a);
+        if (opts[k].type == CLI_FLAG) {
+            vals[k] = eq ? eq + 1 : "1";
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!eq && v && strncmp(v, "--", 2) == 0) /* no value accepted starts with "--" */
+            v = NULL;
+        if (!v)
+            cli_die_usage("option --%s needs a value (%s)", opts[k].name, opts[k].arg);
+        vals[k] = v;
+    }
+}
+
+void cli_apply(const cli_opt *opts, size_t n, const char *const *vals, void *cfg)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!vals[k])
+            continue;
+        const char *e = cli_parse(&opts[k], vals[k], cfg);
+        if (e) {
+            char rng[64];
+            cli_range_text(&opts[k], rng, sizeof rng);
+            cli_die_usage("invalid value '%s' for --%s: %s%s", vals[k], opts[k].name, e, rng);
+        }
+    }
+}
+
+void cli_print_wrapped(const char *head, const char *text)
+{
+    const int indent = 25, width = 79;
+    int col = printf("  %-22s", head);
+    if (col > indent - 1) {
+        printf("\n%*s", indent - 1, "");
+        col = indent - 1;
+    }
+    const char *p = text;
+    while (*p) {
+        const char *sp = strchr(p, ' ');
+        int len = sp ? (int)(sp - p) : (int)strlen(p);
+        if (col + 1 + len > width && col > indent - 1) {
+            printf("\n%*s", indent - 1, "");
+            col = indent - 1;
+        }
+        col += printf(" %.*s", len, p);
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+    printf("\n");
+}
+
+void cli_print_options(const cli_opt *opts, size_t n, const void *defs)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cli_opt *o = &opts[i];
+        char head[64], rng[64], text[1024], def[256], shown[300];
+        if (o->type == CLI_FLAG)
+            snprintf(head, sizeof head, "--%s", o->name);
+        else
+            snprintf(head, sizeof head, "--%s %s", o->name, o->arg);
+        cli_range_text(o, rng, sizeof rng);
+        snprintf(text, sizeof text, "%s%s", o->help, rng);
+        cli_print_wrapped(head, text);
+        cli_format(o, defs, def, sizeof def);
+        if (o->type == CLI_FLAG)
+            snprintf(shown, sizeof shown, "%s",
+                     *(const int *)((const char *)defs + o->off) ? "on" : "off");
+        else if ((o->type == CLI_PATH || o->type == CLI_STR) && def[0] == '\0')
+            snprintf(shown, sizeof shown, "none");
+        else if (o->type == CLI_STR)
+            snprintf(shown, sizeof shown, "\"%s\"", def);
+        else
+            snprintf(shown, sizeof shown, "%s", def);
+        printf("  %-22s   default: %s\n", "", shown);
+    }
+}

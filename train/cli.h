@@ -1,0 +1,98 @@
+/*
+ * cli — the command-line conventions of the training programs (mha-train, mha-gpt):
+ * one option table per program, strict parsing, --help listing every option with its
+ * default, and the messages and exit statuses of a bad value.
+ *
+ *   static const cli_opt OPTS[] = {
+ *       {"layers", CLI_SIZE, offsetof(my_config, layers), 1, 64, 1, "L", "blocks", NULL},
+ *       ...
+ *   };
+ *   const char *vals[N] = {0};
+ *   cli_collect(OPTS, N, argc, argv, 1, vals);   // exit 2: unknown option, missing value
+ *   cli_apply(OPTS, N, vals, &cfg);              // exit 2: bad value, message names it
+ *
+ * Options are "--name VALUE" or "--name=VALUE"; a flag (CLI_FLAG) takes no value
+ * ("--utf8"; "--utf8=0" turns it off). The last occurrence of an option wins.
+ * Values are parsed strictly: integers are plain decimal digits (no sign, no white
+ * space, no wrap-around), numbers are whole strtod strings, both within [lo, hi].
+ *
+ * Unlike the library (src/), this is program code: the cli_die* functions print to
+ * stderr, prefixed with the program name (cli_set_program), and exit.
+ * Exit statuses shared by the programs: CLI_EXIT_RUNTIME 1 (I/O, library error),
+ * CLI_EXIT_USAGE 2 (bad option or input), CLI_EXIT_NONFINITE 3 (training diverged).
+ */
+#ifndef TRAIN_CLI_H
+#define TRAIN_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CLI_EXIT_RUNTIME = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_NONFINITE = 3 };
+enum { CLI_PATH_CAP = 4096 }; /* bytes of a CLI_PATH / CLI_STR field, NUL included */
+
+typedef enum cli_type {
+    CLI_SIZE,   /* size_t                                                     */
+    CLI_U64,    /* uint64_t                                                   */
+    CLI_INT,    /* int                                                        */
+    CLI_DBL,    /* double                                                     */
+    CLI_PATH,   /* char[CLI_PATH_CAP], non-empty                              */
+    CLI_STR,    /* char[CLI_PATH_CAP], may be empty (escapes \n \t \\ read)   */
+    CLI_CHOICE, /* int: index into the option's NULL-terminated choices        */
+    CLI_FLAG    /* int 0/1: no value on the command line                       */
+} cli_type;
+
+typedef struct cli_opt {
+    const char *name;  /* without "--"                                                */
+    cli_type type;
+    size_t off;        /* offset of the field in the program's config struct           */
+    double lo, hi;     /* numeric range (inclusive); hi >= 2^64 shows as "2^64-1"       */
+    int ckpt;          /* 0: not stored in checkpoints;
+                          1: stored, and an explicit different value on --resume is
+                             refused (the model or data depends on it);
+                          2: stored, taken from the checkpoint unless given again     */
+    const char *arg;   /* placeholder in --help ("N", "FILE")                          */
+    const char *help;
+    const char *const *choices; /* CLI_CHOICE: names, NULL-terminated; else NULL      */
+} cli_opt;
+
+/* The program name of every message ("mha-train"); static storage, not copied. */
+void cli_set_program(const char *name);
+const char *cli_program(void);
+
+/* "<prog>: <message>\n(see <prog> --help)" on stderr, exit CLI_EXIT_USAGE. */
+void cli_die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* "<prog>: <message>" on stderr, exit `code`. */
+void cli_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* cli_die(CLI_EXIT_RUNTIME, "<what>: <mha_strerror(st)>") unless st == MHA_OK. */
+void cli_check(int st, const char *what);
+
+/* Index of option `name` in opts[n]; n if absent. */
+size_t cli_index(const cli_opt *opts, size_t n, const char *name);
+
+/* Format field o of cfg into buf: the text --help shows and checkpoints store, which
+ * cli_parse reads back to the same value (doubles: shortest exact text). */
+void cli_format(const cli_opt *o, const void *cfg, char *buf, size_t cap);
+/* Parse text into field o of cfg. NULL on success, else a message (static storage)
+ * such as "must be a number in range"; cfg unchanged then. A flag reads 0/1. */
+const char *cli_parse(const cli_opt *o, const char *text, void *cfg);
+/* " [lo, hi]" for numeric options, "" otherwise. */
+void cli_range_text(const cli_opt *o, char *buf, size_t cap);
+/* Copy field o from src to dst (both config structs of the same type). */
+void cli_copy_field(const cli_opt *o, void *dst, const void *src);
+
+/* Collect argv[first..argc) into vals[n] (the text of each given option, last one wins;
+ * a bare flag gives "1"). Exit 2 with a message on a positional argument, an unknown
+ * option or a missing value. vals[k] stays NULL for options not given. */
+void cli_collect(const cli_opt *opts, size_t n, int argc, char **argv, int first,
+                 const char **vals);
+/* Parse every vals[k] != NULL into cfg, in table order; exit 2 on a bad value with
+ * "invalid value '<v>' for --<name>: <why> [lo, hi]". */
+void cli_apply(const cli_opt *opts, size_t n, const char *const *vals, void *cfg);
+
+/* "  HEAD  text..." with text word-wrapped at 79 columns, continuation lines indented. */
+void cli_print_wrapped(const char *head, const char *text);
+/* Every option of opts[n] as "--name ARG  help [range]" and "default: <value of defs>"
+ * (empty paths and strings: "none"), through cli_print_wrapped. */
+void cli_print_options(const cli_opt *opts, size_t n, const void *defs);
+
+#endif /* TRAIN_CLI_H */

@@ -1,0 +1,340 @@
+/* Logs, JSON, pictures and the progress line of the training programs (report.h). */
+#include "report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mha.h"
+#include "svg.h"
+
+/* ---- history ------------------------------------------------------------------------- */
+
+void report_history_init(report_history *h, size_t cols)
+{
+    memset(h, 0, sizeof *h);
+    h->cols = cols;
+    h->init = malloc(cols * sizeof(double));
+    if (!h->init)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t c = 0; c < cols; c++)
+        h->init[c] = NAN;
+}
+
+void report_history_free(report_history *h)
+{
+    free(h->v);
+    free(h->init);
+    memset(h, 0, sizeof *h);
+}
+
+void report_history_push(report_history *h, const double *row)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 1024;
+        double *p = realloc(h->v, cap * h->cols * sizeof(double));
+        if (!p)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        h->v = p;
+        h->cap = cap;
+    }
+    memcpy(h->v + h->n * h->cols, row, h->cols * sizeof(double));
+    h->n++;
+}
+
+/* ---- CSV ------------------------------------------------------------------------------ */
+
+void report_csv_row(report_csv *c, uint64_t step, const double *row, size_t cols)
+{
+    fprintf(c->f, "%llu", (unsigned long long)step);
+    for (size_t k = 0; k < cols; k++) {
+        fputc(',', c->f);
+        if (isfinite(row[k]))
+            fprintf(c->f, c->fmts[k], row[k]);
+    }
+    fputc('\n', c->f);
+}
+
+/* Parse "step,v1,...,vcols" (empty fields NaN) into *step, row. 0 if it is not one. */
+static int parse_row(const char *line, size_t cols, unsigned long long *step, double *row)
+{
+    char *end;
+    if (line[0] < '0' || line[0] > '9')
+        return 0;
+    *step = strtoull(line, &end, 10);
+    const char *p = end;
+    for (size_t k = 0; k < cols; k++) {
+        if (*p != ',')
+            return 0;
+        p++;
+        if (*p == ',' || *p == '\n' || *p == '\0') {
+            row[k] = NAN;
+            continue;
+        }
+        row[k] = strtod(p, &end);
+        if (end == p)
+            return 0;
+        p = end;
+    }
+    return *p == '\n' || *p == '\0';
+}
+
+void report_csv_open(report_csv *c, const char *path, const char *header,
+                     const char *const *fmts, report_history *h, uint64_t step)
+{
+    snprintf(c->path, sizeof c->path, "%s", path);
+    c->fmts = fmts;
+    double *row = malloc(h->cols * sizeof(double));
+    if (!row)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    if (step > 0) {
+        FILE *old = fopen(path, "r");
+        if (old) {
+            char line[1024];
+            uint64_t expect = 1;
+            while (fgets(line, sizeof line, old) && expect <= step) {
+                unsigned long long s;
+                if (!parse_row(line, h->cols, &s, row))
+                    continue;
+                if (s == 0 && expect == 1) { /* the evaluation before the first step */
+                    memcpy(h->init, row, h->cols * sizeof(double));
+                    continue;
+                }
+                if (s != expect)
+                    break;
+                report_history_push(h, row);
+                expect++;
+            }
+            fclose(old);
+            if (h->n != step) /* incomplete log: keep none rather than a gap */
+                h->n = 0;
+        }
+    }
+    c->f = fopen(path, "w");
+    if (!c->f)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, strerror(errno));
+    fprintf(c->f, "%s\n", header);
+    int has_init = 0;
+    for (size_t k = 0; k < h->cols; k++)
+        has_init |= isfinite(h->init[k]) != 0;
+    if (has_init)
+        report_csv_row(c, 0, h->init, h->cols);
+    for (size_t i = 0; i < h->n; i++)
+        report_csv_row(c, step - h->n + i + 1, h->v + i * h->cols, h->cols);
+    free(row);
+}
+
+void report_csv_flush(report_csv *c)
+{
+    fflush(c->f);
+}
+
+void report_csv_close(report_csv *c)
+{
+    if (c->f && fclose(c->f) != 0)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", c->path);
+    c->f = NULL;
+}
+
+/* ---- files ----------------------------------------------------------------------------- */
+
+void report_make_dirs(const char *path)
+{
+    char buf[CLI_PATH_CAP];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                cli_die(CLI_EXIT_RUNTIME, "cannot create directory %s: %s", buf,
+                        strerror(errno));
+            *p = '/';
+        }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        cli_die(CLI_EXIT_RUNTIME, "cannot create directory %s: %s", buf, strerror(errno));
+}
+
+void report_write_file(const char *path, const void *data, size_t len)
+{
+    char tmp[CLI_PATH_CAP + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    int ok = f && fwrite(data, 1, len, f) == len;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, strerror(e));
+    }
+}
+
+/* cJSON prints a number with 15 significant digits whenever that re-reads within
+ * DBL_EPSILON, which loses the last bit of a loss. Give every finite number the
+ * shortest form that reads back exactly (at most 17 digits), as a raw literal. */
+static void exact_numbers(cJSON *node)
+{
+    for (cJSON *c = node ? node->child : NULL; c; c = c->next) {
+        if (cJSON_IsNumber(c) && isfinite(c->valuedouble)) {
+            char buf[32];
+            for (int digits = 15; digits <= 17; digits++) {
+                snprintf(buf, sizeof buf, "%.*g", digits, c->valuedouble);
+                if (strtod(buf, NULL) == c->valuedouble)
+                    break;
+            }
+            char *raw = malloc(strlen(buf) + 1);
+            if (!raw)
+                cli_die(CLI_EXIT_RUNTIME, "out of memory");
+            memcpy(raw, buf, strlen(buf) + 1);
+            c->type = cJSON_Raw; /* cJSON_Delete frees valuestring of a raw node */
+            c->valuestring = raw;
+        } else {
+            exact_numbers(c);
+        }
+    }
+}
+
+void report_write_json(cJSON *root, const char *path, int pretty)
+{
+    exact_numbers(root);
+    char *text = pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root);
+    if (!text)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    size_t n = strlen(text);
+    char *buf = malloc(n + 2);
+    if (!buf)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    memcpy(buf, text, n);
+    buf[n] = '\n';
+    report_write_file(path, buf, n + 1);
+    free(buf);
+    cJSON_free(text);
+    cJSON_Delete(root);
+}
+
+cJSON *report_config_json(const cli_opt *opts, size_t n, const void *cfg)
+{
+    cJSON *obj = cJSON_CreateObject();
+    for (size_t i = 0; i < n; i++) {
+        const cli_opt *o = &opts[i];
+        const char *p = (const char *)cfg + o->off;
+        char v[2 * CLI_PATH_CAP];
+        cli_format(o, cfg, v, sizeof v);
+        switch (o->type) {
+        case CLI_PATH:
+        case CLI_STR:
+            if (p[0] == '\0')
+                cJSON_AddNullToObject(obj, o->name);
+            else
+                cJSON_AddStringToObject(obj, o->name, p);
+            break;
+        case CLI_CHOICE: cJSON_AddStringToObject(obj, o->name, v); break;
+        case CLI_FLAG: cJSON_AddBoolToObject(obj, o->name, *(const int *)p); break;
+        case CLI_DBL: cJSON_AddNumberToObject(obj, o->name, *(const double *)p); break;
+        case CLI_SIZE:
+        case CLI_U64: {
+            uint64_t x = o->type == CLI_SIZE ? (uint64_t) * (const size_t *)p
+                                             : *(const uint64_t *)p;
+            if (x > (1ull << 53))
+                cJSON_AddStringToObject(obj, o->name, v); /* exact, e.g. a 64-bit seed */
+            else
+                cJSON_AddNumberToObject(obj, o->name, strtod(v, NULL));
+            break;
+        }
+        case CLI_INT: cJSON_AddNumberToObject(obj, o->name, strtod(v, NULL)); break;
+        }
+    }
+    return obj;
+}
+
+/* ---- pictures -------------------------------------------------------------------------- */
+
+void report_smooth(const double *y, size_t n, double *out)
+{
+    const size_t w = n / 100 > 1 ? n / 100 : 1; /* half-width of the window */
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = i > w ? i - w : 0, hi = i + w < n ? i + w : n - 1, cnt = 0;
+        double sum = 0;
+        for (size_t k = lo; k <= hi; k++)
+            if (isfinite(y[k])) {
+                sum += y[k];
+                cnt++;
+            }
+        out[i] = cnt ? sum / (double)cnt : NAN;
+    }
+}
+
+void report_heatmaps(const char *path, const char *title, size_t heads, size_t rows,
+                     size_t cols, const float *w, const char *const *row_labels,
+                     const char *const *col_labels)
+{
+    size_t n = heads * rows * cols;
+    double *wd = malloc((n ? n : 1) * sizeof(double));
+    if (!wd)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        wd[i] = w[i];
+    int st = svg_write_heatmaps(path, title, heads, rows, cols, wd, row_labels, col_labels);
+    if (st != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, mha_strerror(st));
+    free(wd);
+}
+
+/* ---- progress ---------------------------------------------------------------------------- */
+
+double report_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void report_progress_start(report_progress *p)
+{
+    p->tty = isatty(STDOUT_FILENO);
+    p->t0 = report_now();
+    p->last_shown = 0;
+}
+
+int report_progress_due(report_progress *p, int last)
+{
+    double t = report_now() - p->t0;
+    if (t - p->last_shown >= 0.1 || last) {
+        p->last_shown = t;
+        return 1;
+    }
+    return 0;
+}
+
+void report_progress_show(report_progress *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (p->tty)
+        fputc('\r', stdout);
+    vprintf(fmt, ap);
+    fputs(p->tty ? "   " : "\n", stdout);
+    va_end(ap);
+    fflush(stdout);
+}
+
+void report_progress_end(const report_progress *p)
+{
+    if (p->tty)
+        printf("\n");
+}
+
+void report_duration(double s, char *buf, size_t cap)
+{
+    if (!isfinite(s) || s < 0)
+        snprintf(buf, cap, "?");
+    else if (s < 60)
+        snprintf(buf, cap, "%.0fs", s);
+    else
+        snprintf(buf, cap, "%.0fm%02.0fs", floor(s / 60), fmod(s, 60));
+}

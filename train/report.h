@@ -1,0 +1,108 @@
+/*
+ * report — what the training programs write and show while they run: the per-step
+ * history and its CSV log (kept across --resume), JSON files written atomically, the
+ * config as JSON, smoothed curves and attention heat maps for svg.h, the live progress
+ * line (a terminal) or plain lines (a pipe or file), and durations.
+ *
+ * Program code: on an I/O or memory failure these functions print a message naming the
+ * file and exit with CLI_EXIT_RUNTIME (cli.h).
+ */
+#ifndef TRAIN_REPORT_H
+#define TRAIN_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cJSON.h>
+
+#include "cli.h"
+
+/* ---- history: one row of `cols` doubles per completed step -------------------------- */
+
+typedef struct report_history {
+    size_t cols;
+    double *v;      /* [n, cols]; NaN = no value (e.g. not an evaluation step) */
+    size_t n, cap;  /* rows; the last row is step `last_step`                  */
+    double *init;   /* [cols]: the row of step 0 (before training), NaN if none */
+} report_history;
+
+/* An empty history of `cols` columns (init row all NaN). */
+void report_history_init(report_history *h, size_t cols);
+void report_history_free(report_history *h);
+void report_history_push(report_history *h, const double *row);
+/* Value of column c of row i. */
+static inline double report_at(const report_history *h, size_t i, size_t c)
+{
+    return h->v[i * h->cols + c];
+}
+
+/* ---- CSV log ---------------------------------------------------------------------- */
+
+/* A log "step,<columns>" whose row for step s prints each column with fmts[c] (a printf
+ * format for one double, e.g. "%.17g"), a NaN as an empty field. */
+typedef struct report_csv {
+    FILE *f;
+    char path[CLI_PATH_CAP + 64];
+    const char *const *fmts; /* [h->cols] */
+} report_csv;
+
+/* Open path for a run at `step` completed steps. If step > 0 and the file exists, its
+ * rows 1..step (consecutive, as written by this module) are read back into h, and its
+ * step-0 row into h->init, so the log and curves cover the whole run; an incomplete log
+ * is dropped (h stays empty). The file is then rewritten: header, the step-0 row when
+ * h->init has a value, h's rows. Exit 1 if it cannot be written. */
+void report_csv_open(report_csv *c, const char *path, const char *header,
+                     const char *const *fmts, report_history *h, uint64_t step);
+/* Append the row of `step` (the values of h's last row format, cols doubles). */
+void report_csv_row(report_csv *c, uint64_t step, const double *row, size_t cols);
+/* Flush; close (exit 1 on a write error). */
+void report_csv_flush(report_csv *c);
+void report_csv_close(report_csv *c);
+
+/* ---- files -------------------------------------------------------------------------- */
+
+/* mkdir -p; exit 1 on failure. */
+void report_make_dirs(const char *path);
+/* Write data[len] to path atomically (temporary file, rename); exit 1 on failure. */
+void report_write_file(const char *path, const void *data, size_t len);
+/* Write a cJSON tree to path atomically (indented when pretty), then free the tree. */
+void report_write_json(cJSON *root, const char *path, int pretty);
+/* The options of opts[n] in cfg as a JSON object: choices, paths and strings as strings
+ * (an empty path or string as null), numbers as numbers (integers above 2^53 as
+ * strings, exact), flags as booleans. */
+cJSON *report_config_json(const cli_opt *opts, size_t n, const void *cfg);
+
+/* ---- pictures ------------------------------------------------------------------------ */
+
+/* out[i] = centred moving mean of y over 2w+1 points (clipped at the ends), w = n/100
+ * or 1; non-finite points are skipped (NaN if a window has none). */
+void report_smooth(const double *y, size_t n, double *out);
+/* Heat maps of attention weights w [heads, rows, cols] (float) through
+ * svg_write_heatmaps; exit 1 on failure. */
+void report_heatmaps(const char *path, const char *title, size_t heads, size_t rows,
+                     size_t cols, const float *w, const char *const *row_labels,
+                     const char *const *col_labels);
+
+/* ---- progress ------------------------------------------------------------------------ */
+
+typedef struct report_progress {
+    int tty;           /* stdout is a terminal                        */
+    double t0;         /* report_now() at the start                   */
+    double last_shown; /* seconds since t0 of the last terminal update */
+} report_progress;
+
+/* Seconds from a monotonic clock. */
+double report_now(void);
+void report_progress_start(report_progress *p);
+/* Terminal: 1 if at least 0.1 s passed since the last update, or `last`. */
+int report_progress_due(report_progress *p, int last);
+/* Terminal: "\r<text>   " (the line is rewritten); otherwise "<text>\n". Flushes. */
+void report_progress_show(report_progress *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Terminal: end the progress line. */
+void report_progress_end(const report_progress *p);
+/* "12s", "3m05s", "?" for a negative or non-finite value. */
+void report_duration(double seconds, char *buf, size_t cap);
+
+#endif /* TRAIN_REPORT_H */

@@ -1,0 +1,96 @@
+/*
+ * mha-train's internal interface between its command (main.c: options, the training
+ * loop) and its files (train_io.c: checkpoints, pictures, summary.json, example.json).
+ */
+#ifndef TRAIN_TRAIN_RUN_H
+#define TRAIN_TRAIN_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "cli.h"
+#include "mha.h"
+#include "mha_optim.h"
+#include "model.h"
+#include "report.h"
+#include "tasks.h"
+
+#define CKPT_FORMAT "mha-train/1"
+
+/* ---- configuration -------------------------------------------------------------- */
+
+/* Everything a run is made of. Fields marked [ckpt] are stored in checkpoints and
+ * must match on --resume. */
+typedef struct run_config {
+    int task;            /* [ckpt] task_kind                                  */
+    size_t seq_len;      /* [ckpt]                                            */
+    size_t vocab;        /* [ckpt]                                            */
+    size_t pairs;        /* [ckpt] lookup context pairs                       */
+    size_t layers;       /* [ckpt]                                            */
+    size_t model_dim;    /* [ckpt]                                            */
+    size_t heads;        /* [ckpt]                                            */
+    double dropout;      /* [ckpt]                                            */
+    size_t batch;        /* [ckpt]                                            */
+    uint64_t steps;      /* [ckpt]                                            */
+    int optimizer;       /* [ckpt] mha_optim_kind                             */
+    double lr;           /* [ckpt] peak learning rate                         */
+    double min_lr;       /* [ckpt] final learning rate of the cosine          */
+    uint64_t warmup;     /* [ckpt]                                            */
+    double clip;         /* [ckpt] global gradient-norm clip (0 = off)        */
+    double weight_decay; /* [ckpt]                                            */
+    double momentum;     /* [ckpt] SGD momentum                               */
+    uint64_t seed;       /* [ckpt]                                            */
+    size_t eval_size;    /* [ckpt] held-out examples                          */
+    uint64_t eval_every; /* [ckpt, overridable] steps between evaluations      */
+    uint64_t ckpt_every; /* [ckpt, overridable] 0 = only at the end            */
+    uint64_t stop_after; /* stop (with a checkpoint) after this step; 0 = off */
+    int threads;         /* attention and BLAS threads (0 = all cores)        */
+    int attention;       /* mha_attn_mode of every layer's cache              */
+    int pos_init;        /* 0 uniform, 1 sinusoidal (initial pos_emb)         */
+    char out[CLI_PATH_CAP]; /* output directory                               */
+    char resume[CLI_PATH_CAP];
+} run_config;
+
+/* The option table (main.c); ckpt marks what checkpoints store. */
+extern const cli_opt TRAIN_OPTS[];
+extern const size_t TRAIN_N_OPTS;
+
+/* History columns (one row per completed step). */
+enum { H_LOSS, H_LR, H_GN, H_TOK, H_SEQ, H_COLS };
+
+typedef struct run_state {
+    run_config cfg;
+    task_spec spec;
+    tm_config mcfg;
+    tm_model *model;
+    mha_optimizer *opt;
+    ckpt_tensor pt[TM_NUM_OWN_TENSORS + MHA_NUM_TENSORS * TM_MAX_LAYERS];
+    size_t n_pt;
+    mha_pcg32 data_rng;
+    uint64_t step; /* completed steps */
+    report_history hist; /* loss, lr, grad norm, held-out token and sequence accuracy
+                            (NaN unless evaluated); init: the evaluation before step 1 */
+} run_state;
+
+/* ---- train_io.c ---------------------------------------------------------------------- */
+
+/* Save the run's checkpoint to path (atomic); MHA_OK or a status (message printed). */
+int save_checkpoint(run_state *rs, const char *path);
+/* Take the configuration of checkpoint `path` into *cfg (options with ckpt == 1 always,
+ * an explicit different value refused; ckpt == 2 unless given); exit 2 on any problem. */
+void resume_config(const char *path, const int *explicit_opt, run_config *cfg);
+/* Load tensors and state from a checkpoint whose config already matches; exit 2. */
+void load_checkpoint(run_state *rs, const char *path);
+/* loss.svg: the training loss (raw and smoothed) and the held-out accuracy. */
+void write_loss_svg(const run_state *rs, const char *path);
+/* attention_layer<l>.svg for held-out example 0; paths[l] gets each file's name. */
+void write_attention_svgs(run_state *rs, const task_buffer *ev, char paths[][CLI_PATH_CAP + 64],
+                          const char *dir);
+/* example.json: held-out example 0 with the model's activations. */
+void write_example_json(run_state *rs, const task_buffer *ev, const char *path);
+/* summary.json. */
+void write_summary(const run_state *rs, const char *path, double wall, double tok, double seq,
+                   double eval_loss, double final_loss, size_t n_params, int stopped_early);
+
+#endif /* TRAIN_TRAIN_RUN_H */
