@@ -1,0 +1,506 @@
+/* Tests of the mha-gpt program (train/gpt_*.c), run as a child process on tiny models and
+ * a 20,000-character slice of Tiny Shakespeare: a short run learns (validation loss far
+ * below chance, ln V) and writes every output; a run stopped and resumed equals one never
+ * stopped, byte for byte (log and both checkpoints, with dropout); sampling is
+ * deterministic for a seed, slides its window past the context, and refuses a prompt
+ * character outside the vocabulary; each bad input (empty text, too short for the
+ * context, NUL bytes, invalid UTF-8, too many distinct characters, a checkpoint of
+ * mha-train or of another model size, truncated checkpoints, bad options) is refused with
+ * exit status 2 and a message, leaving an existing checkpoint untouched; a diverging run
+ * stops with status 3 and a finite last checkpoint. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "mha.h"
+#include "st.h"
+
+#ifndef MHA_GPT_EXE
+#error "MHA_GPT_EXE must name the mha-gpt program"
+#endif
+#ifndef MHA_TRAIN_EXE
+#error "MHA_TRAIN_EXE must name the mha-train program"
+#endif
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/mha_test_gpt_train_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Run `exe args` in tmpdir (a shell word list); stdout/stderr go to <tag>.out / .err.
+ * Returns the exit status (or -1 if it did not exit normally). */
+static int run_exe(const char *exe, const char *tag, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s > '%s.out' 2> '%s.err'", tmpdir, exe, args, tag,
+             tag);
+    int st = system(cmd);
+    return (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
+}
+
+static int gpt(const char *tag, const char *args)
+{
+    return run_exe(MHA_GPT_EXE, tag, args);
+}
+
+/* Whole file (relative to tmpdir unless absolute) into an owned NUL-terminated buffer. */
+static char *slurp(const char *rel, size_t *len)
+{
+    char path[1024];
+    if (rel[0] == '/')
+        snprintf(path, sizeof path, "%s", rel);
+    else
+        snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (len)
+            *len = (size_t)n;
+    }
+    return buf;
+}
+
+static void write_rel(const char *rel, const void *data, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static int exists(const char *rel)
+{
+    char path[1024];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+    return stat(path, &sb) == 0;
+}
+
+static void assert_contains(const char *rel, const char *needle)
+{
+    char *s = slurp(rel, NULL);
+    assert_non_null(s);
+    if (!strstr(s, needle))
+        fail_msg("%s does not contain \"%s\":\n%s", rel, needle, s);
+    free(s);
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+    size_t n1, n2;
+    char *x = slurp(a, &n1), *y = slurp(b, &n2);
+    assert_non_null(x);
+    assert_non_null(y);
+    if (n1 != n2 || memcmp(x, y, n1) != 0)
+        fail_msg("%s and %s differ (%zu and %zu bytes)", a, b, n1, n2);
+    free(x);
+    free(y);
+}
+
+/* A number of summary.json (NaN when null). */
+static double summary_number(const char *rel, const char *key)
+{
+    char *s = slurp(rel, NULL);
+    assert_non_null(s);
+    cJSON *j = cJSON_Parse(s);
+    assert_non_null(j);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    assert_true(cJSON_IsNumber(v));
+    double d = v->valuedouble;
+    cJSON_Delete(j);
+    free(s);
+    return d;
+}
+
+/* small.txt: the first 20,000 characters of Tiny Shakespeare (58 distinct). */
+static void write_small_text(void)
+{
+    char *all = slurp(MHA_SOURCE_DIR "/data/tinyshakespeare.txt", NULL);
+    assert_non_null(all);
+    write_rel("small.txt", all, 20000);
+    free(all);
+}
+
+/* A tiny model: 1 block, width 32, context 16. */
+#define TINY "--data small.txt --layers 1 --heads 2 --dim 32 --context 16 --batch 8 " \
+             "--eval-batches 4 --threads 1 --sample-chars 40"
+
+/* ---- learning and outputs ------------------------------------------------------------------ */
+
+/* 200 steps of a 2-block model: the validation loss falls from ln V to 1.2 nats below
+ * it; every output file is there, the log has one row per step with evaluations at
+ * the eval steps, the checkpoint has the config, vocabulary and the state_dict names. */
+static void test_gpt_train_learns(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("l", "train --data small.txt --layers 2 --heads 2 --dim 32 "
+                              "--context 16 --batch 16 --steps 200 --warmup 10 --lr 1e-2 "
+                              "--min-lr 1e-3 --eval-every 100 --eval-batches 8 --threads 1 "
+                              "--sample-chars 60 --out l"), 0);
+    const double V = summary_number("l/summary.json", "vocab_size");
+    const double val = summary_number("l/summary.json", "val_loss");
+    assert_int_equal((int)V, 58);
+    if (!(val < log(V) - 1.2)) /* chance: ln 58 = 4.06; this run: 2.69 */
+        fail_msg("validation loss %.4f is not below ln V - 1.2 = %.4f", val, log(V) - 1.2);
+    assert_true(summary_number("l/summary.json", "best_val_loss") <= val);
+    assert_int_equal((int)summary_number("l/summary.json", "steps"), 200);
+    const char *files[] = {"l/train_log.csv", "l/summary.json", "l/loss.svg",
+                           "l/attention_layer0.svg", "l/attention_layer1.svg", "l/sample.txt",
+                           "l/checkpoint.safetensors", "l/best.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (!exists(files[i]))
+            fail_msg("%s was not written", files[i]);
+    assert_contains("l/loss.svg", "validation");
+    assert_contains("l/attention_layer1.svg", "head 1");
+    assert_contains("l.out", "validation loss");
+    size_t n;
+    char *smp = slurp("l/sample.txt", &n);
+    assert_non_null(smp);
+    assert_int_equal(n, 60); /* bytes mode: one byte per character */
+    free(smp);
+    char *csv = slurp("l/train_log.csv", &n);
+    assert_non_null(csv);
+    size_t lines = 0;
+    for (size_t i = 0; i < n; i++)
+        lines += csv[i] == '\n';
+    assert_int_equal(lines, 201);
+    assert_non_null(strstr(csv, "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss\n"));
+    /* evaluations at steps 100 and 200 only: row 99 ends with two empty fields */
+    const char *r100 = strstr(csv, "\n100,"), *e100 = r100 ? strchr(r100 + 1, '\n') : NULL;
+    assert_non_null(e100);
+    assert_int_equal(strncmp(r100 - 2, ",,\n100,", 7), 0);
+    assert_true(e100[-1] != ',');
+    free(csv);
+
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/l/checkpoint.safetensors", tmpdir);
+    st_file *f = NULL;
+    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_string_equal(st_meta(f, "format"), "mha-gpt/1");
+    assert_string_equal(st_meta(f, "layers"), "2");
+    assert_string_equal(st_meta(f, "data_mode"), "bytes");
+    assert_non_null(st_meta(f, "vocab"));
+    assert_int_equal(strncmp(st_meta(f, "vocab"), "bytes:0a20", 10), 0); /* '\n' then ' ' */
+    size_t wte[2] = {58, 32}, fc[2] = {128, 32};
+    assert_int_equal(st_get(f, "wte.weight", ST_F32, 2, wte, NULL, err, sizeof err), MHA_OK);
+    assert_int_equal(st_get(f, "blocks.1.mlp.fc.weight", ST_F32, 2, fc, NULL, err, sizeof err),
+                     MHA_OK);
+    assert_int_equal(st_get(f, "optimizer.exp_avg_sq.blocks.0.attn.w_q.weight", ST_F32, 2, wte,
+                            NULL, err, sizeof err), MHA_ESHAPE); /* present, [32, 32] */
+    const void *d;
+    assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
+    assert_int_equal(*(const uint64_t *)d, 200);
+    st_free(f);
+}
+
+/* 40 steps straight vs 20 (--stop-after) + --resume 20, one thread, dropout 0.1: the logs,
+ * the latest and the best checkpoints and the samples are byte-identical. */
+static void test_gpt_train_resume_bitwise(void **state)
+{
+    (void)state;
+    write_small_text();
+    const char *common = TINY " --steps 40 --warmup 5 --lr 1e-2 --eval-every 10 "
+                              "--ckpt-every 15 --dropout 0.1";
+    char args[1024];
+    snprintf(args, sizeof args, "train %s --out full", common);
+    assert_int_equal(gpt("full", args), 0);
+    snprintf(args, sizeof args, "train %s --stop-after 20 --out part", common);
+    assert_int_equal(gpt("part", args), 0);
+    assert_contains("part.out", "stopped after step 20 of 40");
+    /* resume with no option but the thread count: the rest comes from the checkpoint */
+    if (gpt("res", "train --resume part/checkpoint.safetensors --threads 1 --out part") != 0) {
+        char *e = slurp("res.err", NULL);
+        fail_msg("resume failed: %s", e ? e : "?");
+    }
+    assert_contains("res.out", "resumed from part/checkpoint.safetensors at step 20");
+    assert_same_file("full/train_log.csv", "part/train_log.csv");
+    assert_same_file("full/checkpoint.safetensors", "part/checkpoint.safetensors");
+    assert_same_file("full/best.safetensors", "part/best.safetensors");
+    assert_same_file("full/sample.txt", "part/sample.txt");
+    double a = summary_number("full/summary.json", "val_loss");
+    double b = summary_number("part/summary.json", "val_loss");
+    assert_true(memcmp(&a, &b, sizeof a) == 0);
+}
+
+/* Sampling: the same seed gives the same text, another seed another text; the output is
+ * the prompt then --chars characters, also past the context (the window slides); a
+ * prompt character outside the vocabulary is refused, naming it. */
+static void test_gpt_sample(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("t", "train " TINY " --steps 30 --warmup 3 --lr 1e-2 --eval-every 10 "
+                              "--out t"), 0);
+    const char *ck = "--checkpoint t/best.safetensors";
+    char args[512];
+    snprintf(args, sizeof args, "sample %s --prompt 'ROMEO:' --chars 100 --seed 5", ck);
+    assert_int_equal(gpt("s1", args), 0);
+    assert_int_equal(gpt("s2", args), 0);
+    snprintf(args, sizeof args, "sample %s --prompt 'ROMEO:' --chars 100 --seed 6", ck);
+    assert_int_equal(gpt("s3", args), 0);
+    assert_same_file("s1.out", "s2.out");
+    size_t n1, n3;
+    char *x = slurp("s1.out", &n1), *y = slurp("s3.out", &n3);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(n1, 6 + 100); /* the prompt, then 100 characters (> context 16) */
+    assert_int_equal(strncmp(x, "ROMEO:", 6), 0);
+    assert_true(n3 == n1 && memcmp(x, y, n1) != 0);
+    free(x);
+    free(y);
+    /* top-k 1 is greedy: any seed gives the same text; escapes in the prompt */
+    snprintf(args, sizeof args, "sample %s --prompt 'A\\nB' --chars 30 --top-k 1 --seed 1", ck);
+    assert_int_equal(gpt("g1", args), 0);
+    snprintf(args, sizeof args, "sample %s --prompt 'A\\nB' --chars 30 --top-k 1 --seed 2", ck);
+    assert_int_equal(gpt("g2", args), 0);
+    assert_same_file("g1.out", "g2.out");
+    assert_contains("g1.out", "A\nB");
+    /* outside the vocabulary: '@' does not occur in the slice */
+    snprintf(args, sizeof args, "sample %s --prompt 'to @ be'", ck);
+    assert_int_equal(gpt("oov", args), 2);
+    assert_contains("oov.err", "'@'");
+    assert_contains("oov.err", "--prompt");
+    snprintf(args, sizeof args, "sample %s --prompt ''", ck);
+    assert_int_equal(gpt("empty", args), 2);
+}
+
+/* ---- bad input ------------------------------------------------------------------------------ */
+
+/* Each unusable text is refused with status 2 and a message, before anything is written:
+ * an existing checkpoint in --out stays byte for byte. */
+static void test_gpt_bad_text(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("base", "train " TINY " --steps 5 --warmup 1 --eval-every 5 --out o"),
+                     0);
+    size_t n0;
+    char *before = slurp("o/checkpoint.safetensors", &n0);
+    assert_non_null(before);
+
+    write_rel("empty.txt", "", 0);
+    char shortt[100];
+    memset(shortt, 'a', sizeof shortt); /* validation part: 10 < context + 1 */
+    shortt[50] = 'b';
+    write_rel("short.txt", shortt, sizeof shortt);
+    char nul[400];
+    for (size_t i = 0; i < sizeof nul; i++)
+        nul[i] = (char)('a' + i % 7);
+    nul[123] = '\0';
+    write_rel("nul.txt", nul, sizeof nul);
+    char bad8[400];
+    for (size_t i = 0; i < sizeof bad8; i++)
+        bad8[i] = (char)('a' + i % 5);
+    bad8[200] = (char)0xC3; /* a lead byte followed by 'a': invalid UTF-8 */
+    write_rel("bad8.txt", bad8, sizeof bad8);
+    /* 5000 distinct code points U+4E00.., 3 bytes each: more than 4096 characters */
+    unsigned char *big = malloc(3 * 5000);
+    assert_non_null(big);
+    for (unsigned i = 0; i < 5000; i++) {
+        unsigned cp = 0x4E00 + i;
+        big[3 * i] = (unsigned char)(0xE0 | (cp >> 12));
+        big[3 * i + 1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        big[3 * i + 2] = (unsigned char)(0x80 | (cp & 0x3F));
+    }
+    write_rel("big.txt", big, 3 * 5000);
+    free(big);
+
+    const char *cases[][3] = {
+        {"--data empty.txt", "empty", ""},
+        {"--data short.txt", "short", ""},
+        {"--data nul.txt", "NUL", ""},
+        {"--data bad8.txt --utf8", "UTF-8", ""},
+        {"--data big.txt --utf8", "4096", ""},
+        {"--data missing.txt", "missing.txt", ""},
+        {"--data small.txt --context 4000", "context", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "train --layers 1 --dim 16 --heads 2 --context 16 --batch 4 "
+                 "--steps 5 --warmup 1 --threads 1 %s --out o", cases[i][0]);
+        int rc = gpt("bad", args);
+        char *err = slurp("bad.err", NULL);
+        assert_non_null(err);
+        if (rc != 2 || strncmp(err, "mha-gpt: ", 9) != 0 || !strstr(err, cases[i][1]))
+            fail_msg("'%s': exit %d, expected 2 and a message with \"%s\":\n%s", cases[i][0], rc,
+                     cases[i][1], err);
+        free(err);
+    }
+    /* the bytes mode takes the same UTF-8 file as bytes: fine (3 bytes per character) */
+    size_t n1;
+    char *after = slurp("o/checkpoint.safetensors", &n1);
+    assert_non_null(after);
+    assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+}
+
+/* Checkpoints that do not fit: mha-train's (refused by sample and by --resume), another
+ * model size on --resume (naming the option), truncated files; bad options. All exit 2
+ * with a message, nothing damaged. */
+static void test_gpt_bad_checkpoints_and_options(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("base", "train " TINY " --steps 5 --warmup 1 --eval-every 5 --out o"),
+                     0);
+    assert_int_equal(run_exe(MHA_TRAIN_EXE, "mt", "--seq-len 4 --vocab 4 --model-dim 8 "
+                                                  "--heads 2 --batch 4 --steps 3 --warmup 1 "
+                                                  "--eval-size 10 --out mt"), 0);
+    assert_int_equal(gpt("s", "sample --checkpoint mt/checkpoint.safetensors"), 2);
+    assert_contains("s.err", "mha-train/1");
+    assert_int_equal(gpt("r", "train --resume mt/checkpoint.safetensors --out x"), 2);
+    assert_contains("r.err", "not an mha-gpt/1 checkpoint");
+    assert_int_equal(gpt("g", "sample --checkpoint nonexistent.safetensors"), 2);
+
+    size_t n0;
+    char *before = slurp("o/checkpoint.safetensors", &n0);
+    assert_non_null(before);
+    assert_int_equal(gpt("mm", "train --resume o/checkpoint.safetensors --layers 2 --out o"), 2);
+    assert_contains("mm.err", "--layers 1");
+    assert_contains("mm.err", "--layers 2");
+    assert_int_equal(gpt("mm2", "train --resume o/checkpoint.safetensors --dim 64 --out o"), 2);
+    assert_contains("mm2.err", "--dim");
+    assert_int_equal(gpt("mm3", "train --resume o/checkpoint.safetensors --utf8 --out o"), 2);
+    assert_contains("mm3.err", "--utf8");
+    /* the same model on another text: its vocabulary differs */
+    char other[400];
+    for (size_t i = 0; i < sizeof other; i++)
+        other[i] = (char)('a' + i % 3);
+    write_rel("other.txt", other, sizeof other);
+    assert_int_equal(gpt("voc", "train --resume o/checkpoint.safetensors --data other.txt "
+                                "--out o"), 2);
+    assert_contains("voc.err", "vocabulary");
+    /* truncations */
+    const size_t cuts[] = {0, 7, 8, 100, n0 / 2, n0 - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        write_rel("cut.safetensors", before, cuts[i]);
+        int rc = gpt("cut", "sample --checkpoint cut.safetensors --chars 5");
+        if (rc != 2)
+            fail_msg("truncation to %zu bytes: exit %d, expected 2", cuts[i], rc);
+        assert_contains("cut.err", "cannot sample from cut.safetensors");
+        rc = gpt("cutr", "train --resume cut.safetensors --out o");
+        if (rc != 2)
+            fail_msg("resume from a truncation to %zu bytes: exit %d, expected 2", cuts[i], rc);
+    }
+    size_t n1;
+    char *after = slurp("o/checkpoint.safetensors", &n1);
+    assert_non_null(after);
+    assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+
+    const char *bad[][2] = {
+        {"train --dim 30 --heads 4", "--heads"},  {"train --lr -1", "--lr"},
+        {"train --dropout 1", "--dropout"},       {"train --attention foo", "--attention"},
+        {"train --frobnicate 1", "--frobnicate"}, {"train --warmup 10 --steps 10", "--warmup"},
+        {"train --min-lr 1 --lr 0.1", "--min-lr"}, {"train --layers 0", "--layers"},
+        {"train --seed", "--seed"},               {"sample --temperature 0", "--temperature"},
+        {"sample --top-k x", "--top-k"},          {"sample --chars -3", "--chars"},
+        {"frobnicate", "frobnicate"},             {"", "train or sample"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[512];
+        /* train runs would write into "never" if they were accepted */
+        snprintf(args, sizeof args, "%s%s", bad[i][0],
+                 strncmp(bad[i][0], "train", 5) == 0 ? " --out never" : "");
+        int rc = gpt("opt", args);
+        if (rc != 2)
+            fail_msg("'%s': exit status %d, expected 2", bad[i][0], rc);
+        assert_contains("opt.err", bad[i][1]);
+    }
+    assert_false(exists("never"));
+
+    assert_int_equal(gpt("help", "--help"), 0);
+    const char *opts[] = {"--data", "--utf8", "--layers", "--heads", "--dim", "--context",
+                          "--batch", "--steps", "--lr", "--min-lr", "--warmup", "--beta2",
+                          "--weight-decay", "--decay-all", "--clip", "--dropout", "--seed",
+                          "--eval-every", "--eval-batches", "--ckpt-every", "--threads",
+                          "--attention", "--out", "--resume", "--stop-after", "--checkpoint",
+                          "--prompt", "--chars", "--temperature", "--top-k"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        assert_contains("help.out", opts[i]);
+    assert_contains("help.out", "default: data/tinyshakespeare.txt");
+    assert_contains("help.out", "bytes unless --utf8");
+    assert_contains("help.out", "default: runs/gpt/best.safetensors");
+    assert_contains("help.out", "slides");
+    assert_int_equal(gpt("help2", "train --help"), 0);
+    assert_contains("help2.out", "default: 0.99"); /* --beta2 */
+}
+
+/* A diverging run (lr 1e6, no clipping) stops with status 3; the checkpoint written
+ * before (every step) is intact and finite. */
+static void test_gpt_train_nonfinite(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("nf", "train " TINY " --steps 50 --warmup 0 --lr 1e6 --min-lr 1e6 "
+                               "--clip 0 --ckpt-every 1 --out nf"), 3);
+    assert_contains("nf.err", "non-finite");
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/nf/checkpoint.safetensors", tmpdir);
+    st_file *f = NULL;
+    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    for (size_t i = 0; i < st_count(f); i++) {
+        st_tensor t;
+        assert_int_equal(st_tensor_at(f, i, &t), MHA_OK);
+        if (t.dtype != ST_F32)
+            continue;
+        size_t n = 1;
+        for (size_t k = 0; k < t.ndim; k++)
+            n *= t.shape[k];
+        for (size_t k = 0; k < n; k++)
+            if (!isfinite(((const float *)t.data)[k]))
+                fail_msg("checkpoint tensor %s[%zu] is not finite", t.name, k);
+    }
+    st_free(f);
+    /* and it still samples */
+    assert_int_equal(gpt("nfs", "sample --checkpoint nf/checkpoint.safetensors --chars 5"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_gpt_train_learns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_resume_bitwise, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_sample, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_bad_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_bad_checkpoints_and_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_nonfinite, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,322 @@
+/* mha-gpt: options, the model with its optimizer and checkpoint layout, checkpoint
+ * configuration, generation (gpt_prog.h). */
+#include "gpt_prog.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const ATTN_NAMES[] = {"stored", "recompute", NULL}; /* mha_attn_mode */
+
+#define OFF(f) offsetof(gpt_run_config, f)
+/* ckpt: 1 = defines the model or the data (a different explicit value on --resume is
+ * refused), 2 = taken from the checkpoint unless given again, 0 = not stored. */
+const cli_opt GPT_TRAIN_OPTS[] = {
+    {"data", CLI_PATH, OFF(data), 0, 0, 2, "FILE",
+     "training text; characters are bytes unless --utf8; the first 90% trains, the last 10% "
+     "validates (each part needs at least --context + 1 characters; at most 4096 distinct "
+     "characters, no NUL byte)", NULL},
+    {"utf8", CLI_FLAG, OFF(utf8), 0, 1, 1, "",
+     "characters are UTF-8 code points (the file must be valid UTF-8)", NULL},
+    {"layers", CLI_SIZE, OFF(layers), 1, 64, 1, "L", "transformer blocks", NULL},
+    {"heads", CLI_SIZE, OFF(heads), 1, 1024, 1, "H", "attention heads (must divide --dim)", NULL},
+    {"dim", CLI_SIZE, OFF(dim), 1, 4096, 1, "C", "model width (the MLP is 4C wide)", NULL},
+    {"context", CLI_SIZE, OFF(context), 1, 4096, 1, "T",
+     "characters per training window, the longest context", NULL},
+    {"batch", CLI_SIZE, OFF(batch), 1, 65536, 1, "B", "windows per training step", NULL},
+    {"steps", CLI_U64, OFF(steps), 1, 1e9, 2, "N", "training steps", NULL},
+    {"lr", CLI_DBL, OFF(lr), 0, 1e6, 2, "X", "peak learning rate (after warm-up)", NULL},
+    {"min-lr", CLI_DBL, OFF(min_lr), 0, 1e6, 2, "X",
+     "learning rate at the end of the cosine decay (<= --lr)", NULL},
+    {"warmup", CLI_U64, OFF(warmup), 0, 1e9, 2, "N", "linear warm-up steps (< --steps)", NULL},
+    {"beta2", CLI_DBL, OFF(beta2), 0, 0.999999, 2, "X", "AdamW beta2 (beta1 0.9, eps 1e-8)",
+     NULL},
+    {"weight-decay", CLI_DBL, OFF(weight_decay), 0, 1000, 2, "X",
+     "AdamW decoupled weight decay, on matmul weights only (not biases, LayerNorm or "
+     "embeddings) unless --decay-all", NULL},
+    {"decay-all", CLI_FLAG, OFF(decay_all), 0, 1, 1, "",
+     "also decay biases, LayerNorm weights and the embeddings", NULL},
+    {"clip", CLI_DBL, OFF(clip), 0, 1e12, 2, "X", "clip the global gradient norm (0 = off)",
+     NULL},
+    {"dropout", CLI_DBL, OFF(dropout), 0, 0.99, 1, "P",
+     "dropout probability on the attention weights, the residual branches and the "
+     "embeddings (training only)", NULL},
+    {"seed", CLI_U64, OFF(seed), 0, 18446744073709551615.0, 1, "N",
+     "seed of the initial weights, dropout and training batches", NULL},
+    {"eval-every", CLI_U64, OFF(eval_every), 1, 1e9, 2, "N",
+     "steps between evaluations of both splits (also at the last step)", NULL},
+    {"eval-batches", CLI_SIZE, OFF(eval_batches), 1, 100000, 1, "N",
+     "batches of --batch windows per split in the fixed evaluation set (drawn once from "
+     "seed 1337, the same for every run)", NULL},
+    {"ckpt-every", CLI_U64, OFF(ckpt_every), 0, 1e9, 2, "N",
+     "steps between checkpoints (0 = only at the end)", NULL},
+    {"sample-chars", CLI_SIZE, OFF(sample_chars), 0, 1e6, 2, "N",
+     "characters generated at the end into sample.txt (0 = none)", NULL},
+    {"stop-after", CLI_U64, OFF(stop_after), 0, 1e9, 0, "N",
+     "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL},
+    {"threads", CLI_INT, OFF(threads), 0, 1024, 0, "N",
+     "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible)", NULL},
+    {"attention", CLI_CHOICE, OFF(attention), 0, 0, 2, "MODE",
+     "stored (keeps the attention weights: heat maps) | recompute (memory-efficient; no "
+     "heat maps)", ATTN_NAMES},
+    {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
+     "output directory (with --resume: the checkpoint's directory unless given)", NULL},
+    {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
+     "continue from a checkpoint; options not given come from it", NULL},
+};
+const size_t GPT_N_TRAIN_OPTS = sizeof GPT_TRAIN_OPTS / sizeof GPT_TRAIN_OPTS[0];
+
+const cli_opt GPT_SAMPLE_OPTS[] = {
+    {"checkpoint", CLI_PATH, OFF(checkpoint), 0, 0, 0, "FILE", "checkpoint of mha-gpt train",
+     NULL},
+    {"prompt", CLI_STR, OFF(prompt), 0, 0, 0, "TEXT",
+     "text to continue (\\n, \\t and \\\\ are read as escapes); every character must be in "
+     "the checkpoint's vocabulary", NULL},
+    {"chars", CLI_SIZE, OFF(chars), 0, 1e9, 0, "N", "characters to generate", NULL},
+    {"temperature", CLI_DBL, OFF(temperature), 0.001, 1000, 0, "X",
+     "divide the logits by X (< 1: more likely characters, > 1: more varied)", NULL},
+    {"top-k", CLI_SIZE, OFF(top_k), 0, GPT_MAX_VOCAB, 0, "K",
+     "draw only among the K most likely characters (0 = all)", NULL},
+    {"seed", CLI_U64, OFF(sample_seed), 0, 18446744073709551615.0, 0, "N",
+     "seed of the draws (the same seed gives the same text)", NULL},
+    {"threads", CLI_INT, OFF(sample_threads), 0, 1024, 0, "N", "threads (0 = all cores)", NULL},
+};
+const size_t GPT_N_SAMPLE_OPTS = sizeof GPT_SAMPLE_OPTS / sizeof GPT_SAMPLE_OPTS[0];
+
+void gpt_defaults(gpt_run_config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->data, sizeof c->data, "data/tinyshakespeare.txt");
+    c->layers = 4;
+    c->heads = 4;
+    c->dim = 128;
+    c->context = 64;
+    c->batch = 12;
+    c->steps = 2000;
+    c->lr = 1e-3;
+    c->min_lr = 1e-4;
+    c->warmup = 100;
+    c->beta2 = 0.99;
+    c->weight_decay = 0.1;
+    c->clip = 1.0;
+    c->seed = 1337;
+    c->eval_every = 250;
+    c->eval_batches = 200;
+    c->ckpt_every = 500;
+    c->sample_chars = 500;
+    c->threads = 2;
+    c->attention = MHA_ATTN_STORED;
+    snprintf(c->out, sizeof c->out, "runs/gpt");
+    snprintf(c->checkpoint, sizeof c->checkpoint, "runs/gpt/best.safetensors");
+    snprintf(c->prompt, sizeof c->prompt, "\n");
+    c->chars = 500;
+    c->temperature = 1.0;
+    c->sample_seed = 1337;
+    c->sample_threads = 1;
+}
+
+/* ---- model, optimizer, checkpoint layout ----------------------------------------------- */
+
+void gpt_run_create(gpt_run *r, const gpt_run_config *cfg, size_t V, size_t max_batch,
+                    int with_optimizer)
+{
+    memset(r, 0, sizeof *r);
+    r->best_val = INFINITY;
+    mha_gpt_config mc = {.vocab = V, .context = cfg->context, .layers = cfg->layers,
+                         .heads = cfg->heads, .dim = cfg->dim, .mlp_dim = 0,
+                         .attn_dropout = cfg->dropout, .resid_dropout = cfg->dropout,
+                         .ln_eps = 0, .seed = cfg->seed, .threads = cfg->threads,
+                         .attn_mode = (mha_attn_mode)cfg->attention};
+    cli_check(mha_gpt_create(&r->g, &mc, max_batch), "cannot create the model");
+    if (with_optimizer) {
+        mha_optim_config oc;
+        cli_check(mha_optim_default_config(MHA_OPTIM_ADAMW, &oc), "optimizer");
+        oc.beta1 = 0.9;
+        oc.beta2 = cfg->beta2;
+        oc.eps = 1e-8;
+        oc.weight_decay = cfg->weight_decay;
+        cli_check(mha_optim_create(&r->opt, &oc), "cannot create the optimizer");
+    }
+    r->n_pt = mha_gpt_num_tensors(r->g);
+    r->pt = calloc(r->n_pt, sizeof *r->pt);
+    if (!r->pt)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    size_t total = 0;
+    for (size_t i = 0; i < r->n_pt; i++) {
+        mha_param_info info;
+        float *p, *grad;
+        cli_check(mha_gpt_tensor(r->g, i, &info, &p, &grad), "model tensors");
+        ckpt_tensor *t = &r->pt[i];
+        snprintf(t->name, sizeof t->name, "%s", info.name);
+        t->p = p;
+        t->ndim = info.ndim;
+        t->shape[0] = info.shape[0];
+        t->shape[1] = info.ndim == 2 ? info.shape[1] : 0;
+        t->numel = info.numel;
+        total += info.numel;
+        if (with_optimizer) {
+            double wd = (info.decay || cfg->decay_all) ? cfg->weight_decay : 0.0;
+            cli_check(mha_optim_add_decay(r->opt, info.name, p, grad, info.numel, wd),
+                      "optimizer");
+            cli_check(mha_optim_group(r->opt, i, NULL, NULL, &t->m, &t->v), "optimizer");
+        }
+    }
+    if (!with_optimizer) { /* the moments are read (and validated) but not used */
+        r->scratch = calloc(2 * total + 1, sizeof(float));
+        if (!r->scratch)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        size_t off = 0;
+        for (size_t i = 0; i < r->n_pt; i++) {
+            r->pt[i].m = r->scratch + off;
+            r->pt[i].v = r->scratch + total + off;
+            off += r->pt[i].numel;
+        }
+    }
+}
+
+void gpt_run_destroy(gpt_run *r)
+{
+    mha_optim_destroy(r->opt);
+    mha_gpt_destroy(r->g);
+    free(r->pt);
+    free(r->scratch);
+    memset(r, 0, sizeof *r);
+}
+
+ckpt_layout gpt_run_layout(gpt_run *r)
+{
+    r->s[0] = (ckpt_state){"train.step", ST_U64, 0, 0, &r->step};
+    r->s[1] = (ckpt_state){"optimizer.step", ST_U64, 0, 0, &r->optim_t};
+    r->s[2] = (ckpt_state){"data.rng", ST_U64, 1, 2, r->rng};
+    r->s[3] = (ckpt_state){"dropout.call_index", ST_U64, 0, 0, &r->call_index};
+    r->s[4] = (ckpt_state){"best.val_loss", ST_F64, 0, 0, &r->best_val};
+    r->s[5] = (ckpt_state){"best.step", ST_U64, 0, 0, &r->best_step};
+    ckpt_layout c = {r->pt, r->n_pt, {"exp_avg", "exp_avg_sq"}, r->s, 6,
+                     "(a checkpoint of another model size?)"};
+    return c;
+}
+
+/* ---- a checkpoint's configuration --------------------------------------------------------- */
+
+st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
+                             gpt_run_config *cfg, text_vocab **vocab)
+{
+    st_file *f = NULL;
+    char err[2 * CLI_PATH_CAP] = "";
+    if (st_load(path, &f, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    int *none = calloc(GPT_N_TRAIN_OPTS, sizeof *none);
+    if (!none)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    if (ckpt_config_from_meta(f, path, what, GPT_CKPT_FORMAT, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS,
+                              explicit_opt ? explicit_opt : none, cfg, sizeof *cfg, err,
+                              sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s", err);
+    free(none);
+    const char *mode = st_meta(f, "data_mode"), *vs = st_meta(f, "vocab");
+    const char *want = cfg->utf8 ? "utf8" : "bytes";
+    if (!mode || strcmp(mode, want) != 0)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata data_mode is %s, expected %s", what,
+                mode ? mode : "missing", want);
+    if (!vs)
+        cli_die(CLI_EXIT_USAGE, "%s: its metadata has no vocabulary (\"vocab\")", what);
+    if (text_vocab_parse(vs, GPT_MAX_VOCAB, vocab, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata vocab: %s", what, err);
+    if ((text_vocab_mode(*vocab) == TEXT_UTF8) != (cfg->utf8 != 0))
+        cli_die(CLI_EXIT_USAGE, "%s: the vocabulary's mode differs from data_mode %s", what,
+                want);
+    if (cfg->dim % cfg->heads != 0)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata heads %zu does not divide dim %zu", what,
+                cfg->heads, cfg->dim);
+    /* the tensors must have this configuration's shapes before a model of it is
+     * allocated (a corrupt metadata value is refused here, not by a huge allocation) */
+    const size_t V = text_vocab_size(*vocab), C = cfg->dim;
+    struct {
+        char name[64];
+        size_t ndim, shape[2];
+    } need[4] = {{"wte.weight", 2, {V, C}}, {"wpe.weight", 2, {cfg->context, C}},
+                 {"", 2, {4 * C, C}}, {"ln_f.weight", 1, {C, 0}}};
+    snprintf(need[2].name, sizeof need[2].name, "blocks.%zu.mlp.fc.weight", cfg->layers - 1);
+    for (size_t i = 0; i < 4; i++)
+        if (st_get(f, need[i].name, ST_F32, need[i].ndim, need[i].shape, NULL, err,
+                   sizeof err) != MHA_OK)
+            cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    return f;
+}
+
+/* ---- generation ------------------------------------------------------------------------ */
+
+void gpt_write_ids(FILE *stream, const text_vocab *voc, const int32_t *ids, size_t n)
+{
+    char buf[4 * 64 + 1], err[256];
+    for (size_t i = 0; i < n; i += 64) {
+        size_t k = n - i < 64 ? n - i : 64, len;
+        cli_check(text_decode(voc, ids + i, k, buf, sizeof buf, &len, err, sizeof err),
+                  "decode");
+        fwrite(buf, 1, len, stream);
+    }
+}
+
+void gpt_generate(mha_gpt *g, const text_vocab *voc, const int32_t *ids, size_t np, size_t n,
+                  double temperature, size_t top_k, uint64_t seed, FILE *stream, char **text)
+{
+    mha_gpt_config mc;
+    cli_check(mha_gpt_get_config(g, &mc), "model");
+    const size_t T = mc.context, V = mc.vocab, keep = T / 2 > 0 ? T / 2 : 1;
+    const size_t feed = np < T ? np : T;
+    /* hist [2T]: the last symbols fed or drawn (a slide feeds the last `keep` again);
+     * out [n]: the drawn ids, kept only for *text */
+    int32_t *hist = malloc(2 * T * sizeof *hist);
+    int32_t *out = text ? malloc((n + 1) * sizeof *out) : NULL;
+    float *logits = malloc(V * sizeof *logits);
+    mha_gpt_infer *s = NULL;
+    if (!hist || (text && !out) || !logits)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    cli_check(mha_gpt_infer_create(&s, g, 1, T), "generation cache");
+    memcpy(hist, ids + np - feed, feed * sizeof *hist);
+    size_t nh = feed;
+    cli_check(mha_gpt_infer_step(g, s, 1, feed, hist, logits), "generation");
+    mha_pcg32 rng;
+    mha_pcg32_seed(&rng, seed, TEXT_STREAM_SAMPLE);
+    char err[256];
+    for (size_t i = 0; i < n; i++) {
+        int32_t id;
+        int st = text_sample(logits, V, temperature, top_k, &rng, &id, err, sizeof err);
+        if (st != MHA_OK)
+            cli_die(st == MHA_ENONFINITE ? CLI_EXIT_NONFINITE : CLI_EXIT_RUNTIME,
+                    "sampling: %s", err);
+        if (out)
+            out[i] = id;
+        if (stream) {
+            gpt_write_ids(stream, voc, &id, 1);
+            fflush(stream);
+        }
+        if (i + 1 == n)
+            break;
+        if (nh == 2 * T) { /* keep the last T */
+            memmove(hist, hist + T, T * sizeof *hist);
+            nh = T;
+        }
+        hist[nh++] = id;
+        size_t len;
+        cli_check(mha_gpt_infer_length(s, &len), "generation");
+        if (len == T) { /* the window is full: slide it */
+            cli_check(mha_gpt_infer_reset(s), "generation");
+            cli_check(mha_gpt_infer_step(g, s, 1, keep, hist + nh - keep, logits), "generation");
+        } else {
+            cli_check(mha_gpt_infer_step(g, s, 1, 1, &id, logits), "generation");
+        }
+    }
+    if (text) {
+        size_t cap = 4 * n + 1, len;
+        *text = malloc(cap);
+        if (!*text)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        cli_check(text_decode(voc, out, n, *text, cap, &len, err, sizeof err), "decode");
+    }
+    mha_gpt_infer_destroy(s);
+    free(hist);
+    free(out);
+    free(logits);
+}

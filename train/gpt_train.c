@@ -1,0 +1,476 @@
+/*
+ * mha-gpt train: AdamW on random windows of a text, evaluation of both splits on fixed
+ * windows, checkpoints (latest and best validation), logs, pictures and a sample.
+ *
+ * Per step: B windows of T+1 characters from PCG32(seed, TEXT_STREAM_BATCH) over the
+ * training part; mean cross-entropy; backward; global-norm clip; lr from warm-up +
+ * cosine (mha_lr_at); AdamW step. Every --eval-every steps and at the last step: the
+ * mean loss over the fixed --eval-batches batches of each split (eval mode).
+ * A single-thread run resumed from a checkpoint continues bit for bit: the checkpoint
+ * holds the weights, AdamW's moments and step, the batch generator, the dropout call
+ * index and the best validation loss.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+#include <cblas.h>
+#include <unistd.h>
+
+#include "gpt_prog.h"
+#include "report.h"
+#include "svg.h"
+
+/* History columns (one row per completed step). */
+enum { H_LOSS, H_LR, H_GN, H_EVTR, H_EVVA, H_COLS };
+static const char *const CSV_HEADER =
+    "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss";
+static const char *const CSV_FMTS[H_COLS] = {"%.17g", "%.17g", "%.17g", "%.17g", "%.17g"};
+
+typedef struct trainer {
+    gpt_run_config cfg;
+    gpt_run r;
+    text_corpus *corpus;
+    char *vocab_text;          /* text_vocab_format of the corpus's vocabulary    */
+    const int32_t *ids[2];     /* the training and validation parts [len[p]]       */
+    size_t len[2];
+    size_t *ev_off[2];         /* fixed evaluation windows [eval_batches · B]      */
+    int32_t *tok, *tgt;        /* one batch [B, T]                                 */
+    mha_pcg32 rng;             /* training batches                                  */
+    report_history hist;
+    double last_ev[2];         /* the last evaluation (NaN before any)              */
+    char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+} trainer;
+
+/* ---- checkpoints ----------------------------------------------------------------------- */
+
+static int save_checkpoint(trainer *t, const char *path)
+{
+    gpt_run *r = &t->r;
+    ckpt_layout c = gpt_run_layout(r);
+    r->rng[0] = t->rng.state;
+    r->rng[1] = t->rng.inc;
+    cli_check(mha_optim_get_step(r->opt, &r->optim_t), "optimizer");
+    cli_check(mha_gpt_get_call_index(r->g, &r->call_index), "model");
+    ckpt_meta meta = {0};
+    int st = ckpt_meta_init(&meta, GPT_CKPT_FORMAT, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, &t->cfg);
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "data_mode", t->cfg.utf8 ? "utf8" : "bytes");
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "vocab", t->vocab_text);
+    cli_check(st, "checkpoint metadata");
+    char err[512] = "";
+    st = ckpt_save(path, &c, &meta, err, sizeof err);
+    if (st != MHA_OK)
+        fprintf(stderr, "%s: cannot save checkpoint %s: %s\n", cli_program(), path, err);
+    ckpt_meta_free(&meta);
+    return st;
+}
+
+/* Load the tensors and state of a checkpoint whose configuration was taken already. */
+static void load_checkpoint(trainer *t, st_file *f, const char *what)
+{
+    gpt_run *r = &t->r;
+    ckpt_layout c = gpt_run_layout(r);
+    char err[512] = "";
+    if (ckpt_load(f, &c, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    /* every completed step made exactly one optimizer step */
+    if (r->optim_t != r->step || (r->rng[1] & 1u) == 0 || r->best_step > r->step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state (step %llu, optimizer step %llu, best "
+                "step %llu)", what, (unsigned long long)r->step,
+                (unsigned long long)r->optim_t, (unsigned long long)r->best_step);
+    if (r->step > t->cfg.steps)
+        cli_die(CLI_EXIT_USAGE, "%s: it is at step %llu, past --steps %llu", what,
+                (unsigned long long)r->step, (unsigned long long)t->cfg.steps);
+    t->rng.state = r->rng[0];
+    t->rng.inc = r->rng[1];
+    cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
+    cli_check(mha_gpt_set_call_index(r->g, r->call_index), "model");
+}
+
+/* ---- evaluation -------------------------------------------------------------------------- */
+
+/* Mean loss over the fixed evaluation windows of part p (eval mode: no dropout). */
+static double evaluate(trainer *t, int p)
+{
+    const size_t B = t->cfg.batch, T = t->cfg.context;
+    char err[256];
+    double sum = 0;
+    for (size_t b = 0; b < t->cfg.eval_batches; b++) {
+        double l;
+        cli_check(text_windows(t->ids[p], t->len[p], T, t->ev_off[p] + b * B, B, t->tok, t->tgt,
+                               err, sizeof err), "evaluation windows");
+        cli_check(mha_gpt_forward(t->r.g, 0, B, T, t->tok, t->tgt, &l), "evaluation forward");
+        sum += l;
+    }
+    return sum / (double)t->cfg.eval_batches;
+}
+
+/* ---- pictures and summary ------------------------------------------------------------------ */
+
+static void write_loss_svg(const trainer *t, const char *path, uint64_t step)
+{
+    const report_history *h = &t->hist;
+    const size_t n = h->n;
+    double *buf = malloc((6 * n + 1) * sizeof(double));
+    if (!buf)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    double *x = buf, *loss = buf + n, *sm = buf + 2 * n, *et = buf + 3 * n, *ev = buf + 4 * n,
+           *lr = buf + 5 * n;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (double)(step - n + i + 1);
+        loss[i] = report_at(h, i, H_LOSS);
+        et[i] = report_at(h, i, H_EVTR);
+        ev[i] = report_at(h, i, H_EVVA);
+        lr[i] = report_at(h, i, H_LR);
+    }
+    report_smooth(loss, n, sm);
+    svg_series ls[4] = {{"training batch loss", "#c6dbef", x, loss, n},
+                        {"training batch loss (smoothed)", "#6baed6", x, sm, n},
+                        {"training split (eval)", "#08519c", x, et, n},
+                        {"validation split (eval)", "#d94801", x, ev, n}};
+    svg_series ss[1] = {{"learning rate", "#238b45", x, lr, n}};
+    svg_chart ch[2] = {{"cross-entropy per character (nats)", "step", "loss", ls, 4, 0, 0, 0},
+                       {"learning rate", "step", "lr", ss, 1, 0, 0, 0}};
+    int st = svg_write_charts(path, ch, 2, 900, 330);
+    if (st != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, mha_strerror(st));
+    free(buf);
+}
+
+/* Heat maps of every head of every block on the first T characters of the validation
+ * part, characters on the axes. Returns the number of files written. */
+static size_t write_attention_svgs(trainer *t)
+{
+    const size_t T = t->cfg.context;
+    const text_vocab *voc = text_corpus_vocab(t->corpus);
+    cli_check(mha_gpt_forward(t->r.g, 0, 1, T, t->ids[1], NULL, NULL), "evaluation forward");
+    char(*lab)[16] = calloc(T, sizeof *lab);
+    const char **lp = calloc(T, sizeof *lp);
+    if (!lab || !lp)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t i = 0; i < T; i++) {
+        size_t len;
+        char err[128];
+        cli_check(text_decode(voc, t->ids[1] + i, 1, lab[i], sizeof lab[i], &len, err,
+                              sizeof err), "decode");
+        if (lab[i][0] == '\n')
+            snprintf(lab[i], sizeof lab[i], "\\n");
+        else if (lab[i][0] == '\t')
+            snprintf(lab[i], sizeof lab[i], "\\t");
+        else if (lab[i][0] == ' ')
+            snprintf(lab[i], sizeof lab[i], "\xe2\x90\xa3"); /* ␣ */
+        else if ((unsigned char)lab[i][0] < 0x20 || (!t->cfg.utf8 && (unsigned char)lab[i][0] >= 0x80))
+            snprintf(lab[i], sizeof lab[i], "x%02x", (unsigned char)lab[i][0]);
+        lp[i] = lab[i];
+    }
+    for (size_t l = 0; l < t->cfg.layers; l++) {
+        const float *w;
+        size_t shape[4];
+        cli_check(mha_gpt_attention(t->r.g, l, &w, shape), "attention weights");
+        char path[CLI_PATH_CAP + 64], title[200];
+        snprintf(path, sizeof path, "%s/attention_layer%zu.svg", t->cfg.out, l);
+        snprintf(title, sizeof title, "block %zu: attention weights of every head on the first "
+                 "%zu characters of the validation text (row: query, column: key)", l, T);
+        report_heatmaps(path, title, shape[1], shape[2], shape[3], w, lp, lp);
+    }
+    free(lab);
+    free(lp);
+    return t->cfg.layers;
+}
+
+static void write_summary(const trainer *t, const char *path, double wall, double tok_s,
+                          int completed, const char *sample, size_t n_params)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "program", "mha-gpt train");
+    cJSON_AddNumberToObject(root, "steps", (double)t->r.step);
+    cJSON_AddBoolToObject(root, "completed", completed);
+    cJSON_AddNumberToObject(root, "train_loss", t->last_ev[0]);
+    cJSON_AddNumberToObject(root, "val_loss", t->last_ev[1]);
+    cJSON_AddNumberToObject(root, "best_val_loss", t->r.best_val);
+    cJSON_AddNumberToObject(root, "best_val_step", (double)t->r.best_step);
+    cJSON_AddNumberToObject(root, "wall_seconds", wall);
+    cJSON_AddNumberToObject(root, "tokens_per_second", tok_s);
+    cJSON_AddNumberToObject(root, "parameters", (double)n_params);
+    cJSON_AddNumberToObject(root, "vocab_size", (double)text_vocab_size(text_corpus_vocab(t->corpus)));
+    cJSON_AddNumberToObject(root, "train_chars", (double)t->len[0]);
+    cJSON_AddNumberToObject(root, "val_chars", (double)t->len[1]);
+    cJSON_AddItemToObject(root, "config", report_config_json(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS,
+                                                             &t->cfg));
+    if (sample)
+        cJSON_AddStringToObject(root, "sample", sample);
+    else
+        cJSON_AddNullToObject(root, "sample");
+    report_write_json(root, path, 1);
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+static void parse_train_options(trainer *t, int argc, char **argv, int first, int *explicit_opt)
+{
+    const char **vals = calloc(GPT_N_TRAIN_OPTS, sizeof *vals);
+    if (!vals)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    gpt_defaults(&t->cfg);
+    cli_collect(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, argc, argv, first, vals);
+    cli_apply(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, vals, &t->cfg);
+    for (size_t k = 0; k < GPT_N_TRAIN_OPTS; k++)
+        explicit_opt[k] = vals[k] != NULL;
+    free(vals);
+}
+
+static void check_options(const gpt_run_config *c)
+{
+    if (c->dim % c->heads != 0)
+        cli_die_usage("invalid value '%zu' for --heads: must divide --dim %zu", c->heads, c->dim);
+    if (c->warmup >= c->steps)
+        cli_die_usage("invalid value '%llu' for --warmup: must be less than --steps (%llu)",
+                      (unsigned long long)c->warmup, (unsigned long long)c->steps);
+    if (c->min_lr > c->lr)
+        cli_die_usage("invalid value '%g' for --min-lr: must not exceed --lr (%g)", c->min_lr,
+                      c->lr);
+}
+
+/* Load the text (exit 2 if unusable) and make the batch buffers and evaluation windows. */
+static void load_data(trainer *t)
+{
+    const gpt_run_config *c = &t->cfg;
+    char err[CLI_PATH_CAP + 256] = "";
+    int st = text_load(c->data, c->utf8 ? TEXT_UTF8 : TEXT_BYTES, GPT_MAX_VOCAB, c->context,
+                       &t->corpus, err, sizeof err);
+    if (st != MHA_OK)
+        cli_die(st == MHA_ENOMEM ? CLI_EXIT_RUNTIME : CLI_EXIT_USAGE, "cannot train on --data "
+                "%s: %s", c->data, err);
+    cli_check(text_vocab_format(text_corpus_vocab(t->corpus), &t->vocab_text, err, sizeof err),
+              "vocabulary");
+    for (int p = 0; p < 2; p++)
+        t->ids[p] = text_corpus_part(t->corpus, p == 0 ? TEXT_TRAIN : TEXT_VAL, &t->len[p]);
+    const size_t B = c->batch, T = c->context, ne = c->eval_batches * B;
+    t->tok = malloc(B * T * sizeof *t->tok);
+    t->tgt = malloc(B * T * sizeof *t->tgt);
+    for (int p = 0; p < 2; p++) {
+        t->ev_off[p] = malloc(ne * sizeof *t->ev_off[p]);
+        if (!t->ev_off[p])
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        st = text_eval_offsets(t->len[p], T, ne, GPT_EVAL_SEED, t->ev_off[p], err, sizeof err);
+        if (st != MHA_OK)
+            cli_die(CLI_EXIT_USAGE, "cannot train on --data %s: %s", c->data, err);
+    }
+    if (!t->tok || !t->tgt)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+}
+
+static void trainer_free(trainer *t)
+{
+    gpt_run_destroy(&t->r);
+    text_corpus_free(t->corpus);
+    free(t->vocab_text);
+    free(t->ev_off[0]);
+    free(t->ev_off[1]);
+    free(t->tok);
+    free(t->tgt);
+    report_history_free(&t->hist);
+}
+
+/* 1 if every parameter and AdamW moment is finite (so that no checkpoint holds one). */
+static int params_finite(const gpt_run *r)
+{
+    for (size_t i = 0; i < r->n_pt; i++) {
+        const ckpt_tensor *p = &r->pt[i];
+        for (size_t k = 0; k < p->numel; k++)
+            if (!isfinite(p->p[k]) || !isfinite(p->m[k]) || !isfinite(p->v[k]))
+                return 0;
+    }
+    return 1;
+}
+
+static int stop_nonfinite(const trainer *t, int tty, const char *what)
+{
+    fprintf(stderr, "%s%s: stopped at step %llu: %s is non-finite (NaN or inf); try a smaller "
+            "--lr or --clip. The last checkpoint (%s) is intact.\n", tty ? "\n" : "",
+            cli_program(), (unsigned long long)t->r.step + 1, what, t->ckpt_path);
+    return CLI_EXIT_NONFINITE;
+}
+
+/* ---- the command ----------------------------------------------------------------------- */
+
+int gpt_train_main(int argc, char **argv, int first)
+{
+    static trainer tr; /* static: zeroed, and large path buffers off the stack */
+    trainer *t = &tr;
+    int explicit_opt[64] = {0};
+    parse_train_options(t, argc, argv, first, explicit_opt);
+    gpt_run_config *c = &t->cfg;
+    st_file *ck = NULL;
+    text_vocab *ck_vocab = NULL;
+    char what[CLI_PATH_CAP + 32];
+    if (c->resume[0]) {
+        snprintf(what, sizeof what, "cannot resume from %s", c->resume);
+        ck = gpt_open_checkpoint(c->resume, what, explicit_opt, c, &ck_vocab);
+        if (!explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "out")]) {
+            snprintf(c->out, sizeof c->out, "%s", c->resume); /* the checkpoint's directory */
+            char *slash = strrchr(c->out, '/');
+            if (slash && slash != c->out)
+                *slash = '\0';
+            else
+                snprintf(c->out, sizeof c->out, "%s", slash ? "/" : ".");
+        }
+    }
+    check_options(c);
+    load_data(t);
+    if (ck && strcmp(st_meta(ck, "vocab"), t->vocab_text) != 0)
+        cli_die(CLI_EXIT_USAGE, "%s: the vocabulary of --data %s (%zu characters) differs from "
+                "the checkpoint's (%zu)", what, c->data,
+                text_vocab_size(text_corpus_vocab(t->corpus)), text_vocab_size(ck_vocab));
+    text_vocab_free(ck_vocab);
+    openblas_set_num_threads(c->threads > 0 ? c->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    const size_t V = text_vocab_size(text_corpus_vocab(t->corpus));
+    gpt_run_create(&t->r, c, V, c->batch, 1);
+    mha_pcg32_seed(&t->rng, c->seed, TEXT_STREAM_BATCH);
+    if (ck) {
+        load_checkpoint(t, ck, what);
+        st_free(ck);
+    }
+    size_t n_params = 0;
+    cli_check(mha_gpt_param_count(t->r.g, &n_params), "model");
+
+    report_make_dirs(c->out);
+    char csv_path[CLI_PATH_CAP + 64], sum_path[CLI_PATH_CAP + 64], svg_path[CLI_PATH_CAP + 64],
+        smp_path[CLI_PATH_CAP + 64];
+    snprintf(csv_path, sizeof csv_path, "%s/train_log.csv", c->out);
+    snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
+    snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
+    snprintf(sum_path, sizeof sum_path, "%s/summary.json", c->out);
+    snprintf(svg_path, sizeof svg_path, "%s/loss.svg", c->out);
+    snprintf(smp_path, sizeof smp_path, "%s/sample.txt", c->out);
+    report_history_init(&t->hist, H_COLS);
+    report_csv csv;
+    report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    t->last_ev[0] = t->last_ev[1] = NAN;
+    for (size_t i = t->hist.n; i-- > 0;) /* the last evaluation in a resumed log */
+        if (isfinite(report_at(&t->hist, i, H_EVVA))) {
+            t->last_ev[0] = report_at(&t->hist, i, H_EVTR);
+            t->last_ev[1] = report_at(&t->hist, i, H_EVVA);
+            break;
+        }
+
+    printf("mha-gpt train: %s (%zu characters%s, vocabulary %zu; train %zu, validation %zu)\n"
+           "  %zu block(s), %zu heads, dim %zu, context %zu, %zu parameters, dropout %g\n"
+           "  AdamW lr %g (warm-up %llu, cosine to %g), beta2 %g, weight decay %g%s, clip %g, "
+           "batch %zu, %llu steps, seed %llu, threads %d, out %s\n",
+           c->data, text_corpus_len(t->corpus), c->utf8 ? ", UTF-8" : "", V, t->len[0],
+           t->len[1], c->layers, c->heads, c->dim, c->context, n_params, c->dropout, c->lr,
+           (unsigned long long)c->warmup, c->min_lr, c->beta2, c->weight_decay,
+           c->decay_all ? " (all tensors)" : " (matmul weights)", c->clip, c->batch,
+           (unsigned long long)c->steps, (unsigned long long)c->seed, c->threads, c->out);
+    if (c->resume[0])
+        printf("  resumed from %s at step %llu\n", c->resume, (unsigned long long)t->r.step);
+    fflush(stdout);
+
+    const mha_lr_schedule sched = {.base_lr = c->lr, .min_lr = c->min_lr,
+                                   .warmup_steps = c->warmup, .total_steps = c->steps};
+    const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
+    const size_t B = c->batch, T = c->context;
+    report_progress prog;
+    report_progress_start(&prog);
+    const uint64_t step0 = t->r.step;
+    char err[256];
+    while (t->r.step < end) {
+        double loss, gn = 0, lr = 0;
+        cli_check(text_batch(t->ids[0], t->len[0], B, T, &t->rng, t->tok, t->tgt, err,
+                             sizeof err), "training batch");
+        cli_check(mha_gpt_zero_grad(t->r.g), "zero_grad");
+        cli_check(mha_gpt_forward(t->r.g, 1, B, T, t->tok, t->tgt, &loss), "forward");
+        if (!isfinite(loss))
+            return stop_nonfinite(t, prog.tty, "the training loss");
+        cli_check(mha_gpt_backward(t->r.g), "backward");
+        int st = mha_optim_clip_grad_norm(t->r.opt, c->clip, &gn);
+        if (st == MHA_OK)
+            st = mha_lr_at(&sched, t->r.step, &lr);
+        if (st == MHA_OK)
+            st = mha_optim_step(t->r.opt, lr);
+        if (st == MHA_ENONFINITE)
+            return stop_nonfinite(t, prog.tty, "a gradient");
+        cli_check(st, "optimizer step");
+        if (!params_finite(&t->r))
+            return stop_nonfinite(t, prog.tty, "a parameter or AdamW moment after the update");
+        t->r.step++;
+        double row[H_COLS] = {loss, lr, gn, NAN, NAN};
+        const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
+        if (eval_now) {
+            row[H_EVTR] = t->last_ev[0] = evaluate(t, 0);
+            row[H_EVVA] = t->last_ev[1] = evaluate(t, 1);
+            if (!isfinite(row[H_EVTR]) || !isfinite(row[H_EVVA]))
+                return stop_nonfinite(t, prog.tty, "the evaluation loss");
+        }
+        report_history_push(&t->hist, row);
+        report_csv_row(&csv, t->r.step, row, H_COLS);
+        if (eval_now && row[H_EVVA] < t->r.best_val) {
+            t->r.best_val = row[H_EVVA];
+            t->r.best_step = t->r.step;
+            if (save_checkpoint(t, t->best_path) != MHA_OK)
+                cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
+        }
+        if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
+            report_csv_flush(&csv);
+            if (save_checkpoint(t, t->ckpt_path) != MHA_OK)
+                cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
+        }
+        const double el = report_now() - prog.t0;
+        const double sps = (double)(t->r.step - step0) / (el > 0 ? el : 1e-9);
+        char left[32], els[32], val[32] = "-";
+        report_duration((double)(c->steps - t->r.step) / sps, left, sizeof left);
+        report_duration(el, els, sizeof els);
+        if (isfinite(t->last_ev[1]))
+            snprintf(val, sizeof val, "%.4f", t->last_ev[1]);
+        if (prog.tty ? report_progress_due(&prog, t->r.step == end) : eval_now)
+            report_progress_show(&prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  %.0f tok/s"
+                                 "  elapsed %s  left %s", prog.tty ? "  " : "",
+                                 (unsigned long long)t->r.step, (unsigned long long)c->steps,
+                                 loss, val, lr, sps * (double)(B * T), els, left);
+    }
+    const double wall = report_now() - prog.t0;
+    report_progress_end(&prog);
+    report_csv_close(&csv);
+    if (save_checkpoint(t, t->ckpt_path) != MHA_OK)
+        return CLI_EXIT_RUNTIME;
+    const int completed = t->r.step == c->steps;
+    const double tok_s = wall > 0 ? (double)((t->r.step - step0) * B * T) / wall : 0;
+
+    write_loss_svg(t, svg_path, t->r.step);
+    const size_t heat = c->attention == MHA_ATTN_STORED ? write_attention_svgs(t) : 0;
+    char *sample = NULL;
+    if (!completed)
+        printf("stopped after step %llu of %llu (--stop-after); continue with --resume %s\n",
+               (unsigned long long)t->r.step, (unsigned long long)c->steps, t->ckpt_path);
+    if (isfinite(t->last_ev[1]))
+        printf("validation loss %.4f, training %.4f (step %llu; best validation %.4f at step "
+               "%llu)  %.1f s, %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
+               (unsigned long long)t->r.step, t->r.best_val, (unsigned long long)t->r.best_step,
+               wall, tok_s);
+    if (c->sample_chars > 0) {
+        const int32_t nl = 0; /* start from the first symbol (the newline in most texts) */
+        printf("sample (%zu characters, seed %llu, temperature 1):\n", c->sample_chars,
+               (unsigned long long)c->seed);
+        fflush(stdout);
+        gpt_generate(t->r.g, text_corpus_vocab(t->corpus), &nl, 1, c->sample_chars, 1.0, 0,
+                     c->seed, stdout, &sample);
+        printf("\n");
+        report_write_file(smp_path, sample, strlen(sample));
+    }
+    write_summary(t, sum_path, wall, tok_s, completed, sample, n_params);
+    printf("pictures: %s", svg_path);
+    for (size_t l = 0; l < heat; l++)
+        printf(", %s/attention_layer%zu.svg", c->out, l);
+    if (c->attention != MHA_ATTN_STORED)
+        printf(" (no attention heat maps with --attention recompute)");
+    printf("\nlog: %s  summary: %s%s%s\ncheckpoints: %s, best: %s\n", csv_path, sum_path,
+           sample ? "  sample: " : "", sample ? smp_path : "", t->ckpt_path, t->best_path);
+    free(sample);
+    trainer_free(t);
+    return 0;
+}
