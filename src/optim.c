@@ -176,6 +176,9 @@ int mha_optim_add_decay(mha_optimizer *o, const char *name, float *params, float
 #define OPTIM_CLONES
 #endif
 
+/* Elements per OpenMP task of the update loops. */
+#define OPTIM_SPAN 16384
+
 /* Σ_i g[i]² in double over 8 interleaved partial sums (added in a fixed order at the
  * end), so the loop vectorises and the result does not depend on the machine. */
 OPTIM_CLONES static double sumsq8(const float *g, size_t n)
@@ -248,11 +251,12 @@ static int grads_finite(const mha_optimizer *o)
 
 /* SGD on one group (header formulas):
  *   g ← g + wd·p;  if momentum ≠ 0: m ← momentum·m + g, g ← m;  p ← p − lr·g */
-OPTIM_CLONES static void sgd_group(const optim_group *grp, double lr, double momentum, double wd)
+OPTIM_CLONES static void sgd_span(const optim_group *grp, size_t i0, size_t i1, double lr,
+                                  double momentum, double wd)
 {
     float *p = grp->params, *m = grp->m;
     const float *gr = grp->grads;
-    for (size_t i = 0; i < grp->n; i++) {
+    for (size_t i = i0; i < i1; i++) {
         double g = (double)gr[i] + wd * (double)p[i];
         if (m != NULL) {
             double b = momentum * (double)m[i] + g;
@@ -267,12 +271,13 @@ OPTIM_CLONES static void sgd_group(const optim_group *grp, double lr, double mom
  *   step_size = lr / (1 − β1^t),  bc2_sqrt = √(1 − β2^t),
  *   coupled_wd: g ← g + wd·p (Adam);  decay = 1 − lr·wd multiplies p first (AdamW; 1 for Adam)
  *   m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  p ← p·decay − step_size · m / (√v/bc2_sqrt + eps) */
-OPTIM_CLONES static void adam_group(const optim_group *grp, double b1, double b2, double eps,
-                       double coupled_wd, double decay, double step_size, double bc2_sqrt)
+OPTIM_CLONES static void adam_span(const optim_group *grp, size_t i0, size_t i1, double b1,
+                                   double b2, double eps, double coupled_wd, double decay,
+                                   double step_size, double bc2_sqrt)
 {
     float *p = grp->params, *m = grp->m, *v = grp->v;
     const float *gr = grp->grads;
-    for (size_t i = 0; i < grp->n; i++) {
+    for (size_t i = i0; i < i1; i++) {
         double pi = (double)p[i];
         double g = (double)gr[i] + coupled_wd * pi;
         double mi = b1 * (double)m[i] + (1.0 - b1) * g;
@@ -294,21 +299,28 @@ int mha_optim_step(mha_optimizer *o, double lr)
         return MHA_ENONFINITE;
     uint64_t t = o->t + 1;
     const mha_optim_config *c = &o->cfg;
-    if (c->kind == MHA_OPTIM_SGD) {
-        for (size_t k = 0; k < o->count; k++)
-            sgd_group(&o->groups[k], lr, c->momentum, o->groups[k].wd);
-    } else {
-        double bc1 = 1.0 - pow(c->beta1, (double)t); /* > 0: beta1 < 1, t >= 1 */
-        double bc2 = 1.0 - pow(c->beta2, (double)t);
-        double step_size = lr / bc1;
-        double bc2_sqrt = sqrt(bc2);
-        int adamw = c->kind == MHA_OPTIM_ADAMW;
-        for (size_t k = 0; k < o->count; k++) {
-            const double wd = o->groups[k].wd;
-            double coupled_wd = adamw ? 0.0 : wd;
-            double decay = adamw ? 1.0 - lr * wd : 1.0;
-            adam_group(&o->groups[k], c->beta1, c->beta2, c->eps, coupled_wd, decay,
-                       step_size, bc2_sqrt);
+    const int adamw = c->kind == MHA_OPTIM_ADAMW;
+    const double bc1 = 1.0 - pow(c->beta1, (double)t); /* > 0: beta1 < 1, t >= 1 */
+    const double step_size = lr / bc1, bc2_sqrt = sqrt(1.0 - pow(c->beta2, (double)t));
+    size_t total = 0;
+    for (size_t k = 0; k < o->count; k++)
+        total += o->groups[k].n;
+    /* Every element's update is independent: spans of OPTIM_SPAN elements of each group
+     * are shared among the caller's OpenMP threads (same bits for any count). */
+#pragma omp parallel if (total >= 4 * OPTIM_SPAN)
+    for (size_t k = 0; k < o->count; k++) {
+        const optim_group *grp = &o->groups[k];
+        const size_t spans = (grp->n + OPTIM_SPAN - 1) / OPTIM_SPAN;
+        const double wd = grp->wd;
+#pragma omp for schedule(static) nowait
+        for (size_t sp = 0; sp < spans; sp++) {
+            const size_t i0 = sp * OPTIM_SPAN, i1 = i0 + OPTIM_SPAN < grp->n ? i0 + OPTIM_SPAN
+                                                                            : grp->n;
+            if (c->kind == MHA_OPTIM_SGD)
+                sgd_span(grp, i0, i1, lr, c->momentum, wd);
+            else
+                adam_span(grp, i0, i1, c->beta1, c->beta2, c->eps, adamw ? 0.0 : wd,
+                          adamw ? 1.0 - lr * wd : 1.0, step_size, bc2_sqrt);
         }
     }
     o->t = t;

@@ -16,6 +16,9 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <stdlib.h>
+
+#include <omp.h>
 #include <string.h>
 
 #include "mha.h"
@@ -261,6 +264,42 @@ static void optim_group_weight_decay_is_per_group(void **state)
     assert_memory_equal(a, ref0, sizeof a);
     assert_memory_equal(b, ref1, sizeof b);
     assert_memory_not_equal(a, b, sizeof a);
+}
+
+/* The update is shared among OpenMP threads: 1 and 2 threads give the same bits, for
+ * AdamW and SGD with momentum, on groups large enough to be split. */
+static void optim_thread_count_independent(void **state)
+{
+    (void)state;
+    enum { BIG = 70001 };
+    for (int kind = 0; kind < 2; kind++) {
+        float *p[2], *g = malloc(BIG * sizeof(float));
+        assert_non_null(g);
+        for (int run = 0; run < 2; run++) {
+            mha_optim_config cfg;
+            mha_optim_default_config(kind ? MHA_OPTIM_ADAMW : MHA_OPTIM_SGD, &cfg);
+            cfg.momentum = kind ? 0.0 : 0.9;
+            p[run] = malloc(BIG * sizeof(float));
+            assert_non_null(p[run]);
+            for (int i = 0; i < BIG; i++)
+                p[run][i] = (float)((i % 97) - 48) / 50.0f;
+            mha_optimizer *o = NULL;
+            assert_int_equal(mha_optim_create(&o, &cfg), MHA_OK);
+            assert_int_equal(mha_optim_add(o, "big", p[run], g, BIG), MHA_OK);
+            omp_set_num_threads(run + 1);
+            for (int step = 0; step < 3; step++) {
+                for (int i = 0; i < BIG; i++)
+                    g[i] = (float)(((i * 7 + step) % 31) - 15) / 100.0f;
+                assert_int_equal(mha_optim_step(o, 0.01), MHA_OK);
+            }
+            mha_optim_destroy(o);
+        }
+        omp_set_num_threads(2);
+        assert_memory_equal(p[0], p[1], BIG * sizeof(float));
+        free(p[0]);
+        free(p[1]);
+        free(g);
+    }
 }
 
 /* Momentum, coupled and decoupled decay change the result exactly as they should:
@@ -893,6 +932,7 @@ int main(void)
         cmocka_unit_test(optim_adamw_matches_formula_and_torch),
         cmocka_unit_test(optim_variants_differ_as_they_should),
         cmocka_unit_test(optim_group_weight_decay_is_per_group),
+        cmocka_unit_test(optim_thread_count_independent),
         cmocka_unit_test(optim_adam_bias_correction_step1),
         cmocka_unit_test(optim_step_count_set_get),
         cmocka_unit_test(optim_checkpoint_resume_is_bitwise),
