@@ -396,9 +396,14 @@ int gpt_train_main(int argc, char **argv, int first)
         if (st == MHA_ENONFINITE)
             return stop_nonfinite(t, prog.tty, "a gradient");
         cli_check(st, "optimizer step");
-        if (!params_finite(&t->r))
-            return stop_nonfinite(t, prog.tty, "a parameter or AdamW moment after the update");
         t->r.step++;
+        /* An update can still overflow for an absurd --lr: the next forward's loss shows
+         * it; checkpoints are checked before they are written (a full scan per step
+         * would cost ~1 ms of a ~20 ms step). */
+        const int save_now = (c->ckpt_every && t->r.step % c->ckpt_every == 0 &&
+                              t->r.step != end) || t->r.step == end;
+        if ((save_now || t->r.step % c->eval_every == 0) && !params_finite(&t->r))
+            return stop_nonfinite(t, prog.tty, "a parameter or AdamW moment after the update");
         double row[H_COLS] = {loss, lr, gn, NAN, NAN};
         const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
         if (eval_now) {
