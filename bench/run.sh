@@ -54,24 +54,9 @@ TMP="$(mktemp -d "${TMPDIR:-/tmp}/mha-bench.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 PY=/usr/bin/python3
 
-# Percent of CPU time idle over the next 3 s, from /proc/stat (idle + iowait).
-idle_percent() {
-  local a b
-  a=($(head -1 /proc/stat)); sleep 3; b=($(head -1 /proc/stat))
-  local tot=0 i
-  for i in 1 2 3 4 5 6 7 8; do tot=$(( tot + b[i] - a[i] )); done
-  echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 100 ))
-}
-if [ "$WAIT_IDLE" -gt 0 ]; then
-  end=$(( $(date +%s) + WAIT_IDLE ))
-  while [ "$(idle_percent)" -lt 90 ] && [ "$(date +%s)" -lt "$end" ]; do :; done
-fi
-echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(idle_percent)% idle"
-echo "   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}"
-load1=$(cut -d' ' -f1 /proc/loadavg)
-if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
-  echo "   warning: the machine is busy (1-min load $load1); numbers will be noisy" >&2
-fi
+. "$REPO/bench/common.sh"   # idle_percent, wait_idle, machine_header
+wait_idle "$WAIT_IDLE"
+machine_header
 
 # ---- build ----------------------------------------------------------------------
 echo "== build ($BUILD)"

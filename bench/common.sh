@@ -1,0 +1,38 @@
+# bench/common.sh — shell functions the benchmark drivers share (bench/run.sh,
+# bench/run_gpt.sh source it; it runs nothing by itself).
+#
+#   idle_percent      print the percent of CPU time idle over the next 3 s
+#   wait_idle SEC     wait up to SEC seconds (0 = not at all) for >= 90 % idle
+#   machine_header    print the machine, its load and the OpenBLAS environment, warn
+#                     on stderr when the 1-minute load average is above 0.5; sets
+#                     MACHINE_IDLE (percent) and MACHINE_LOAD (the three averages)
+
+# Percent of CPU time idle over the next 3 s, from /proc/stat (idle + iowait).
+idle_percent() {
+  local a b
+  a=($(head -1 /proc/stat)); sleep 3; b=($(head -1 /proc/stat))
+  local tot=0 i
+  for i in 1 2 3 4 5 6 7 8; do tot=$(( tot + b[i] - a[i] )); done
+  echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 100 ))
+}
+
+# Other jobs on a 2-core machine ruin the 2-thread numbers: wait for a quiet one.
+wait_idle() {
+  local end
+  if [ "$1" -gt 0 ]; then
+    end=$(( $(date +%s) + $1 ))
+    while [ "$(idle_percent)" -lt 90 ] && [ "$(date +%s)" -lt "$end" ]; do :; done
+  fi
+}
+
+machine_header() {
+  local load1
+  MACHINE_LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
+  MACHINE_IDLE="$(idle_percent)"
+  echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load average $MACHINE_LOAD, $MACHINE_IDLE% idle"
+  echo "   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}"
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+    echo "   warning: the machine is busy (1-min load $load1); numbers will be noisy" >&2
+  fi
+}

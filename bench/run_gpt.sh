@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# bench/run_gpt.sh — the baby GPT's targets (issue 8) in one run: builds mha-gpt-bench
+# and mha-gpt, times our training step beside PyTorch's, generation, and the whole
+# 2,000-step baby run; writes bench-gpt.json (+ bench-gpt.md) and prints the table.
+#
+#   bench/run_gpt.sh [--out FILE] [--build-dir DIR] [--passes N] [--quick]
+#                    [--no-full | --full] [--torch-full] [--no-torch] [--wait-idle SEC]
+#
+#   --out FILE       results (default: bench-gpt.json in the current directory; the
+#                    Markdown table goes beside it, FILE with .md)
+#   --build-dir DIR  CMake build directory (default: ${TMPDIR:-/tmp}/mha-gpt-bench-build)
+#   --passes N       time the training step N times, alternating C and PyTorch, and
+#                    keep, per side and thread count, the fastest pass (default 2)
+#   --quick          a smoke run: 10 timed steps, one pass (unless --passes), no
+#                    full run (unless --full); the targets' met/missed mean nothing
+#   --no-full        skip the full 2,000-step baby run of mha-gpt train
+#   --full           do the full run even with --quick (then 100 steps, 10 eval batches)
+#   --torch-full     also train PyTorch's model for the whole schedule (2 threads) for
+#                    its validation loss and wall time (~75 s; off by default)
+#   --no-torch       skip PyTorch even if /usr/bin/python3 imports torch
+#   --wait-idle SEC  first wait up to SEC seconds for the CPUs to be >= 90 % idle
+#                    over 3 s; default 0 = do not wait
+#
+# Measured: mha-gpt-bench --threads 1,2 (median ms of a training step = zero_grad,
+# forward, backward, clipping, AdamW; tokens/s; generation chars/s with and without
+# the key/value cache, one thread) and bench/torch_gpt.py --threads 1, then 2 (the same
+# model, optimizer and step in PyTorch); then `mha-gpt train` with the baby config
+# under /usr/bin/time (wall seconds, peak RSS, final validation loss from summary.json).
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are left as the environment sets them.
+# The machine has 2 cores: run nothing else meanwhile.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="bench-gpt.json"
+BUILD="${TMPDIR:-/tmp}/mha-gpt-bench-build"
+PASSES=""        # empty: the default (2, 1 with --quick)
+QUICK=0
+FULL=""          # empty: the default (on, off with --quick)
+TORCH_FULL=0
+TORCH=1
+WAIT_IDLE=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT="$2"; shift 2 ;;
+    --build-dir) BUILD="$2"; shift 2 ;;
+    --passes) PASSES="$2"; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --no-full) FULL=0; shift ;;
+    --full) FULL=1; shift ;;
+    --torch-full) TORCH_FULL=1; shift ;;
+    --no-torch) TORCH=0; shift ;;
+    --wait-idle) WAIT_IDLE="$2"; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_gpt.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$PASSES" ] || PASSES=$(( QUICK ? 1 : 2 ))
+for v in "$PASSES" "$WAIT_IDLE"; do
+  case "$v" in ''|*[!0-9]*) echo "run_gpt.sh: expected a number, got '$v'" >&2; exit 2 ;; esac
+done
+[ "$PASSES" -ge 1 ] || { echo "run_gpt.sh: --passes must be >= 1" >&2; exit 2; }
+[ -n "$FULL" ] || FULL=$(( 1 - QUICK ))
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/mha-gpt-bench.XXXXXX")"
+trap 'rm -rf "$TMP"' EXIT
+PY=/usr/bin/python3
+DATA="$REPO/data/tinyshakespeare.txt"
+[ -f "$DATA" ] || { echo "run_gpt.sh: $DATA is missing" >&2; exit 1; }
+if [ "$FULL" = 1 ] && [ ! -x /usr/bin/time ]; then
+  echo "run_gpt.sh: the full run needs /usr/bin/time (Debian: apt-get install time), or --no-full" >&2
+  exit 1
+fi
+
+# ---- build ----------------------------------------------------------------------
+echo "== build ($BUILD)"
+cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+      -DMHA_BUILD_EXAMPLES=OFF -DMHA_BUILD_BENCH=ON >"$TMP/cmake.log" 2>&1 \
+  || { cat "$TMP/cmake.log"; exit 1; }
+cmake --build "$BUILD" -j"$(nproc)" --target mha-gpt-bench mha-gpt >"$TMP/build.log" 2>&1 \
+  || { cat "$TMP/build.log"; exit 1; }
+
+# ---- machine (after the build: the compile must not be part of the idle wait) ------
+. "$REPO/bench/common.sh"   # idle_percent, wait_idle, machine_header
+wait_idle "$WAIT_IDLE"
+machine_header
+
+C_ARGS=(); T_ARGS=(); T_FULL=(); STEPS=2000; WARMUP=100; EVAL=()
+if [ "$QUICK" = 1 ]; then
+  C_ARGS=(--steps 10 --warmup 3 --gen-chars 300); T_ARGS=(--steps 10 --warmup 3)
+  STEPS=100; WARMUP=10; EVAL=(--eval-every 100 --eval-batches 10)
+  T_FULL=(--total 100 --lr-warmup 10)
+fi
+# The baby config of the issue (mha-gpt train's defaults, given explicitly).
+BABY=(--layers 4 --heads 4 --dim 128 --context 64 --batch 12 --steps "$STEPS" --lr 1e-3
+      --min-lr 1e-4 --warmup "$WARMUP" --dropout 0 --threads 2 "${EVAL[@]}")
+HAVE_TORCH=0
+if [ "$TORCH" = 1 ] && [ -x "$PY" ] && "$PY" -c 'import torch' >/dev/null 2>&1; then
+  HAVE_TORCH=1
+fi
+
+# ---- training step and generation: C and PyTorch, alternating, PASSES times -------
+# Each pass is a whole measurement (its own warm-up and medians); the merge keeps, per
+# side and thread count, the pass with the lowest median, so that a burst of someone
+# else's work spoils one pass rather than the result.
+for pass in $(seq 1 "$PASSES"); do
+  echo "== mha-gpt-bench (pass $pass of $PASSES)"
+  "$BUILD/mha-gpt-bench" --data "$DATA" --threads 1,2 "${C_ARGS[@]}" --json "$TMP/c$pass.json"
+  if [ "$HAVE_TORCH" = 1 ]; then
+    echo "== PyTorch, bench/torch_gpt.py (pass $pass of $PASSES)"
+    for th in 1 2; do
+      "$PY" "$REPO/bench/torch_gpt.py" --data "$DATA" --threads "$th" "${T_ARGS[@]}" --json \
+            >"$TMP/torch${pass}_$th.json"
+      "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print("torch_gpt: %d thread%s: step %.2f ms (median of %d)" % (d["threads"],
+      "" if d["threads"] == 1 else "s", d["ms_per_step"], d["steps"]))' "$TMP/torch${pass}_$th.json"
+    done
+  fi
+done
+[ "$HAVE_TORCH" = 1 ] || echo "== PyTorch: skipped (no /usr/bin/python3 with torch, or --no-torch)"
+
+# ---- the whole baby run -------------------------------------------------------------
+# /usr/bin/time: %e = wall seconds of the whole process (start-up, 2,000 steps, the
+# evaluations every 250 steps, checkpoints, pictures, the 500-character sample),
+# %M = peak resident set in KiB.
+if [ "$FULL" = 1 ]; then
+  echo "== full run: mha-gpt train ${BABY[*]}"
+  /usr/bin/time -o "$TMP/full.time" -f '%e %M' \
+    "$BUILD/mha-gpt" train --data "$DATA" "${BABY[@]}" --out "$TMP/full" \
+    >"$TMP/full.log" 2>&1 || { tail -20 "$TMP/full.log"; exit 1; }
+  grep -m1 '^validation loss' "$TMP/full.log" || true
+  printf '%s\n' "${BABY[@]}" >"$TMP/full.args"
+else
+  echo "== full run: skipped (--no-full or --quick)"
+fi
+if [ "$TORCH_FULL" = 1 ] && [ "$HAVE_TORCH" = 1 ]; then
+  echo "== full run, PyTorch: torch_gpt.py --full --threads 2 ${T_FULL[*]}"
+  "$PY" "$REPO/bench/torch_gpt.py" --data "$DATA" --full --threads 2 "${T_FULL[@]}" --json \
+        >"$TMP/torch_full.json"
+fi
+
+# ---- merge, targets, table ----------------------------------------------------------
+"$PY" - "$TMP" "$OUT" "$QUICK" "$MACHINE_IDLE" "$MACHINE_LOAD" <<'EOF'
+import json, os, sys
+tmp, out, quick, idle, load = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4], sys.argv[5]
+
+def load_json(name):
+    p = os.path.join(tmp, name)
+    return json.load(open(p)) if os.path.exists(p) else None
+
+def passes(fmt):
+    res, k = [], 1
+    while os.path.exists(os.path.join(tmp, fmt % k)):
+        res.append(load_json(fmt % k))
+        k += 1
+    return res
+
+cs = passes("c%d.json")
+c0 = cs[0]
+B, T = c0["batch"], c0["context"]
+
+# training step: per side and thread count, the pass with the lowest median
+mha, mha_all = {}, {}
+for p in cs:
+    for r in p["train"]:
+        th = str(r["threads"])
+        mha_all.setdefault(th, []).append(r["ms"])
+        if th not in mha or r["ms"] < mha[th]["ms"]:
+            mha[th] = r
+torch, torch_all = {}, {}
+for th in ("1", "2"):
+    for p in passes("torch%%d_%s.json" % th):
+        torch_all.setdefault(th, []).append(p["ms_per_step"])
+        if th not in torch or p["ms_per_step"] < torch[th]["ms_per_step"]:
+            torch[th] = p
+step = {"mha": {th: dict(r, ms_all_passes=mha_all[th]) for th, r in sorted(mha.items())},
+        "torch": {th: {"ms": r["ms_per_step"], "ms_mean": r["ms_per_step_mean"],
+                       "steps": r["steps"], "tokens_per_s": B * T / (1e-3 * r["ms_per_step"]),
+                       "ms_all_passes": torch_all[th]} for th, r in sorted(torch.items())}}
+torch_best = min((r["ms_per_step"], th) for th, r in torch.items()) if torch else None
+speedup = torch_best[0] / mha["2"]["ms"] if torch_best and "2" in mha else None
+step["torch_best_ms"] = torch_best[0] if torch_best else None
+step["torch_best_threads"] = int(torch_best[1]) if torch_best else None
+step["speedup_2_threads"] = speedup
+
+# generation: the best pass
+gen = {"chars_per_s": max(p["gen_chars_per_s"] for p in cs),
+       "chars_per_s_no_cache": max(p["gen_chars_per_s_no_cache"] for p in cs),
+       "chars_per_s_all_passes": [p["gen_chars_per_s"] for p in cs], "threads": 1}
+
+# the full baby run
+full = None
+if os.path.exists(os.path.join(tmp, "full.time")):
+    wall, rss_kib = open(os.path.join(tmp, "full.time")).read().split()[-2:]
+    s = load_json(os.path.join("full", "summary.json"))
+    full = {"args": open(os.path.join(tmp, "full.args")).read().split(),
+            "wall_s": float(wall), "peak_rss_mib": int(rss_kib) / 1024.0,
+            "val_loss": s["val_loss"], "train_loss": s["train_loss"],
+            "best_val_loss": s["best_val_loss"], "best_val_step": s["best_val_step"],
+            "steps": s["steps"], "loop_wall_s": s["wall_seconds"],
+            "tokens_per_s": s["tokens_per_second"], "parameters": s["parameters"],
+            "config": s.get("config")}
+tf = load_json("torch_full.json")
+torch_full = None
+if tf:
+    torch_full = {k: tf.get(k) for k in ("val_loss", "wall_s", "train_wall_s", "eval_s",
+                                         "ms_per_step", "steps", "threads", "val_batches")}
+
+def target(name, what, value, op, limit, unit):
+    met = None if value is None else (value <= limit if op == "<=" else value >= limit)
+    return {"name": name, "what": what, "measured": value, "op": op, "target": limit,
+            "unit": unit, "met": met}
+
+targets = [
+    target("val_loss", "validation loss after the baby run (mha-gpt train, %s steps)"
+           % ("{:,}".format(full["steps"]) if full else "2,000"),
+           full["val_loss"] if full else None, "<=", 1.88, "nats"),
+    target("step_ms", "training step, 2 threads (median, best pass)",
+           mha["2"]["ms"] if "2" in mha else None, "<=", 12.0, "ms"),
+    target("speedup", "PyTorch's best of 1 and 2 threads / ours at 2 threads",
+           speedup, ">=", 2.5, "x"),
+    target("run_wall_s", "whole baby run with evaluation, wall (/usr/bin/time)",
+           full["wall_s"] if full else None, "<=", 30.0, "s"),
+    target("gen_chars_per_s", "generation with the key/value cache, 1 thread",
+           gen["chars_per_s"], ">=", 2000.0, "chars/s"),
+    target("peak_rss_mib", "peak resident memory of the baby run",
+           full["peak_rss_mib"] if full else None, "<=", 64.0, "MiB"),
+]
+
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+            if l.startswith("model name")), "?")
+doc = {"machine": {"cores": os.cpu_count(), "cpu": cpu, "idle_percent_at_start": int(idle),
+                   "loadavg_at_start": load.split(), "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+                   "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+                   "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
+                   "torch": next(iter(torch.values()))["torch"] if torch else None,
+                   "torch_openblas": next(iter(torch.values()))["openblas"] if torch else None},
+       "quick": quick, "passes": len(cs),
+       "model": {k: c0[k] for k in ("layers", "heads", "dim", "context", "batch", "vocab")},
+       "targets": targets, "train_step": step, "generation": gen, "full_run": full,
+       "torch_full_run": torch_full}
+with open(out, "w") as f:
+    json.dump(doc, f, indent=1)
+
+def fmt(v, f):
+    return f % v if v is not None else "-"
+def met(t):
+    return {True: "yes", False: "NO", None: "-"}[t["met"]]
+units = {"nats": "%.4f", "ms": "%.2f", "x": "%.2f", "s": "%.1f", "chars/s": "%.0f", "MiB": "%.1f"}
+print()
+print("%-6s %7s %9s %11s" % ("side", "threads", "ms/step", "tokens/s"))
+for side in ("mha", "torch"):
+    for th, r in sorted(step[side].items()):
+        print("%-6s %7s %9.2f %11.0f   (passes: %s)" % (
+            side, th, r["ms"], r["tokens_per_s"], ", ".join("%.2f" % x for x in r["ms_all_passes"])))
+print("generation, 1 thread: %.0f chars/s with the cache, %.0f without" % (
+    gen["chars_per_s"], gen["chars_per_s_no_cache"]))
+if full:
+    print("baby run: val loss %.4f (best %.4f at step %d), %.1f s wall (training loop %.1f s), "
+          "peak RSS %.1f MiB" % (full["val_loss"], full["best_val_loss"], full["best_val_step"],
+                                 full["wall_s"], full["loop_wall_s"], full["peak_rss_mib"]))
+if torch_full:
+    print("PyTorch full run (2 threads): val loss %.4f, %.1f s wall" % (
+        torch_full["val_loss"], torch_full["wall_s"]))
+print()
+print("%-16s %10s %11s  %s" % ("target", "measured", "target", "met"))
+for t in targets:
+    print("%-16s %10s %3s %7g  %s" % (t["name"], fmt(t["measured"], units[t["unit"]]),
+                                       t["op"], t["target"], met(t)))
+if quick:
+    print("(--quick: a smoke run; these numbers are not the targets' measurement)")
+
+md = os.path.splitext(out)[0] + ".md"
+with open(md, "w") as f:
+    f.write("| target | measured | target | met? |\n| --- | ---: | ---: | --- |\n")
+    for t in targets:
+        u = "×" if t["unit"] == "x" else " " + t["unit"]
+        f.write("| %s | %s%s | %s %g%s | %s |\n" % (
+            t["what"], fmt(t["measured"], units[t["unit"]]), u if t["measured"] is not None else "",
+            "≤" if t["op"] == "<=" else "≥", t["target"], u, met(t).lower()))
+print("\nwrote %s and %s" % (out, md))
+EOF
