@@ -180,6 +180,8 @@ int svg_write_heatmaps(const char *path, const char *title, size_t heads, size_t
             for (size_t j = 0; j < cols; j++) {
                 double v = w[(h * rows + i) * cols + j];
                 v = isfinite(v) ? fmin(fmax(v, 0.0), 1.0) : 0.0;
+                if (v == 0.0)
+                    continue; /* white on the white background (e.g. a causal mask's half) */
                 /* white (255,255,255) → dark blue (8,48,107) */
                 int r = (int)lround(255 - v * (255 - 8)), g = (int)lround(255 - v * (255 - 48)),
                     b = (int)lround(255 - v * (255 - 107));

@@ -32,8 +32,9 @@ typedef struct svg_chart {
 int svg_write_charts(const char *path, const svg_chart *charts, size_t n, int width, int height);
 
 /* Write heat maps of attention weights for `heads` heads side by side:
- *   w [heads, rows, cols], values in [0, 1] (0 white → 1 dark blue), row i = query
- *   position, column j = key position; row_labels[rows] / col_labels[cols] are shown
+ *   w [heads, rows, cols], values in [0, 1] (0 white → 1 dark blue; cells of exactly 0
+ *   are left to the white background, which keeps causal maps half the size), row i =
+ *   query position, column j = key position; row_labels[rows] / col_labels[cols] are shown
  *   along the axes (may be NULL). title above. */
 int svg_write_heatmaps(const char *path, const char *title, size_t heads, size_t rows,
                        size_t cols, const double *w, const char *const *row_labels,
