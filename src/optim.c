@@ -1,7 +1,7 @@
 /* Optimizers, gradient clipping and the learning-rate schedule.
  * See include/mha_optim.h for the formulas; the comments here point at them.
- * Every loop is a flat loop over one group's [n] arrays (params, grads, m, v share
- * the group's layout). */
+ * Every loop over the elements walks the span table (optim_span): pieces of the groups'
+ * [n] arrays (params, grads, m, v share a group's layout), shared among OpenMP threads. */
 #include "mha.h" /* status codes; includes mha_optim.h */
 
 #include <math.h>
@@ -18,10 +18,24 @@ typedef struct optim_group {
     double wd;     /* this group's weight decay (cfg.weight_decay unless given)  */
 } optim_group;
 
+/* A piece of one group: elements [i0, i1) of group `group`. The loops over every
+ * element (norm, clipping, finiteness, the update) run over the table of all spans, so
+ * OpenMP threads share the work evenly however the parameters are grouped, and every
+ * per-span partial result is combined in span order (the same bits for any count). */
+typedef struct optim_span {
+    size_t group, i0, i1;
+} optim_span;
+
+/* Elements per span. */
+#define OPTIM_SPAN 4096
+
 struct mha_optimizer {
     mha_optim_config cfg; /* validated copy                          */
     optim_group *groups;  /* [capacity], the first count are in use   */
     size_t count, capacity;
+    optim_span *spans;    /* [spans_cap], the first nspans in use: every group, in order */
+    double *partial;      /* [spans_cap] per-span partial sums (scratch)                */
+    size_t nspans, spans_cap;
     uint64_t t;           /* completed steps                          */
 };
 
@@ -104,6 +118,8 @@ void mha_optim_destroy(mha_optimizer *o)
     for (size_t i = 0; i < o->count; i++)
         group_free(&o->groups[i]);
     free(o->groups);
+    free(o->spans);
+    free(o->partial);
     free(o);
 }
 
@@ -144,6 +160,23 @@ int mha_optim_add_decay(mha_optimizer *o, const char *name, float *params, float
         o->capacity = cap;
     }
 
+    /* Grow the span table too (same rule: a larger capacity is not observable). */
+    const size_t new_spans = (n + OPTIM_SPAN - 1) / OPTIM_SPAN;
+    if (new_spans > SIZE_MAX / sizeof(optim_span) - o->nspans)
+        return MHA_EOVERFLOW;
+    if (o->nspans + new_spans > o->spans_cap) {
+        size_t cap = 2 * (o->nspans + new_spans);
+        optim_span *sp = realloc(o->spans, cap * sizeof *sp);
+        if (sp == NULL)
+            return MHA_ENOMEM;
+        o->spans = sp;
+        double *pa = realloc(o->partial, cap * sizeof *pa);
+        if (pa == NULL)
+            return MHA_ENOMEM;
+        o->partial = pa;
+        o->spans_cap = cap;
+    }
+
     optim_group g = {0};
     size_t len = strlen(name);
     g.name = malloc(len + 1); /* len < SIZE_MAX: name is a NUL-terminated object */
@@ -162,6 +195,9 @@ int mha_optim_add_decay(mha_optimizer *o, const char *name, float *params, float
     g.grads = grads;
     g.n = n;
     g.wd = weight_decay;
+    for (size_t k = 0; k < new_spans; k++)
+        o->spans[o->nspans++] = (optim_span){.group = o->count, .i0 = k * OPTIM_SPAN,
+                                             .i1 = (k + 1) * OPTIM_SPAN < n ? (k + 1) * OPTIM_SPAN : n};
     o->groups[o->count++] = g;
     return MHA_OK;
 }
@@ -175,9 +211,6 @@ int mha_optim_add_decay(mha_optimizer *o, const char *name, float *params, float
 #else
 #define OPTIM_CLONES
 #endif
-
-/* Elements per OpenMP task of the update loops. */
-#define OPTIM_SPAN 16384
 
 /* Σ_i g[i]² in double over 8 interleaved partial sums (added in a fixed order at the
  * end), so the loop vectorises and the result does not depend on the machine. */
@@ -198,9 +231,14 @@ OPTIM_CLONES static double sumsq8(const float *g, size_t n)
  * exactly when some gradient is. */
 static double grad_sumsq(const mha_optimizer *o)
 {
+#pragma omp parallel for schedule(static) if (o->nspans >= 8)
+    for (size_t k = 0; k < o->nspans; k++) {
+        const optim_span *sp = &o->spans[k];
+        o->partial[k] = sumsq8(o->groups[sp->group].grads + sp->i0, sp->i1 - sp->i0);
+    }
     double s = 0.0;
-    for (size_t k = 0; k < o->count; k++)
-        s += sumsq8(o->groups[k].grads, o->groups[k].n);
+    for (size_t k = 0; k < o->nspans; k++) /* span order: independent of the threads */
+        s += o->partial[k];
     return s;
 }
 
@@ -213,9 +251,11 @@ int mha_optim_clip_grad_norm(mha_optimizer *o, double max_norm, double *norm)
         return MHA_ENONFINITE;
     double coef = max_norm / (total + 1e-6); /* torch: clip_coef, clamped to <= 1 */
     if (max_norm > 0.0 && coef < 1.0) {
-        for (size_t k = 0; k < o->count; k++) {
-            float *g = o->groups[k].grads;
-            for (size_t i = 0; i < o->groups[k].n; i++)
+#pragma omp parallel for schedule(static) if (o->nspans >= 8)
+        for (size_t k = 0; k < o->nspans; k++) {
+            const optim_span *sp = &o->spans[k];
+            float *g = o->groups[sp->group].grads;
+            for (size_t i = sp->i0; i < sp->i1; i++)
                 g[i] = (float)((double)g[i] * coef); /* g ← g·coef */
         }
     }
@@ -243,10 +283,13 @@ OPTIM_CLONES static int finite8(const float *g, size_t n)
 
 static int grads_finite(const mha_optimizer *o)
 {
-    for (size_t k = 0; k < o->count; k++)
-        if (!finite8(o->groups[k].grads, o->groups[k].n))
-            return 0;
-    return 1;
+    int all = 1;
+#pragma omp parallel for schedule(static) reduction(&& : all) if (o->nspans >= 8)
+    for (size_t k = 0; k < o->nspans; k++) {
+        const optim_span *sp = &o->spans[k];
+        all = all && finite8(o->groups[sp->group].grads + sp->i0, sp->i1 - sp->i0);
+    }
+    return all;
 }
 
 /* SGD on one group (header formulas):
@@ -302,26 +345,18 @@ int mha_optim_step(mha_optimizer *o, double lr)
     const int adamw = c->kind == MHA_OPTIM_ADAMW;
     const double bc1 = 1.0 - pow(c->beta1, (double)t); /* > 0: beta1 < 1, t >= 1 */
     const double step_size = lr / bc1, bc2_sqrt = sqrt(1.0 - pow(c->beta2, (double)t));
-    size_t total = 0;
-    for (size_t k = 0; k < o->count; k++)
-        total += o->groups[k].n;
-    /* Every element's update is independent: spans of OPTIM_SPAN elements of each group
-     * are shared among the caller's OpenMP threads (same bits for any count). */
-#pragma omp parallel if (total >= 4 * OPTIM_SPAN)
-    for (size_t k = 0; k < o->count; k++) {
-        const optim_group *grp = &o->groups[k];
-        const size_t spans = (grp->n + OPTIM_SPAN - 1) / OPTIM_SPAN;
+    /* Every element's update is independent: the spans are shared among the caller's
+     * OpenMP threads (same bits for any count). */
+#pragma omp parallel for schedule(static) if (o->nspans >= 8)
+    for (size_t k = 0; k < o->nspans; k++) {
+        const optim_span *sp = &o->spans[k];
+        const optim_group *grp = &o->groups[sp->group];
         const double wd = grp->wd;
-#pragma omp for schedule(static) nowait
-        for (size_t sp = 0; sp < spans; sp++) {
-            const size_t i0 = sp * OPTIM_SPAN, i1 = i0 + OPTIM_SPAN < grp->n ? i0 + OPTIM_SPAN
-                                                                            : grp->n;
-            if (c->kind == MHA_OPTIM_SGD)
-                sgd_span(grp, i0, i1, lr, c->momentum, wd);
-            else
-                adam_span(grp, i0, i1, c->beta1, c->beta2, c->eps, adamw ? 0.0 : wd,
-                          adamw ? 1.0 - lr * wd : 1.0, step_size, bc2_sqrt);
-        }
+        if (c->kind == MHA_OPTIM_SGD)
+            sgd_span(grp, sp->i0, sp->i1, lr, c->momentum, wd);
+        else
+            adam_span(grp, sp->i0, sp->i1, c->beta1, c->beta2, c->eps, adamw ? 0.0 : wd,
+                      adamw ? 1.0 - lr * wd : 1.0, step_size, bc2_sqrt);
     }
     o->t = t;
     return MHA_OK;
