@@ -128,8 +128,8 @@ static void write_loss_svg(const trainer *t, const char *path, uint64_t step)
         lr[i] = report_at(h, i, H_LR);
     }
     report_smooth(loss, n, sm);
-    svg_series ls[4] = {{"training batch loss", "#c6dbef", x, loss, n},
-                        {"training batch loss (smoothed)", "#6baed6", x, sm, n},
+    svg_series ls[4] = {{"batch loss", "#c6dbef", x, loss, n},
+                        {"batch loss, smoothed", "#6baed6", x, sm, n},
                         {"training split (eval)", "#08519c", x, et, n},
                         {"validation split (eval)", "#d94801", x, ev, n}};
     svg_series ss[1] = {{"learning rate", "#238b45", x, lr, n}};

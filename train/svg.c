@@ -32,7 +32,7 @@ static double nice_step(double range, int n)
 
 static void chart(FILE *f, const svg_chart *c, double ox, double oy, double w, double h)
 {
-    const double L = 70, R = 150, T = 30, B = 45; /* margins: legend on the right */
+    const double L = 70, R = 200, T = 30, B = 45; /* margins: legend on the right */
     const double pw = w - L - R, ph = h - T - B;
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     for (size_t s = 0; s < c->n_series; s++)
