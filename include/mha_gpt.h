@@ -102,8 +102,9 @@ typedef struct mha_gpt_config {
     mha_attn_mode attn_mode;
 } mha_gpt_config;
 
-/* Seed of block l of a model seeded with `seed` (splitmix64 of seed and l), so that
- * blocks never share a stream. */
+/* Seed of block l of a model seeded with `seed`, so that blocks never share a stream:
+ * the splitmix64 finaliser of seed + (l + 1)·0x9E3779B97F4A7C15 (mha-train seeds its
+ * layers the same way). */
 MHA_API uint64_t mha_gpt_block_seed(uint64_t seed, size_t layer);
 
 #define MHA_REAL float

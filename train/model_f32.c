@@ -67,11 +67,7 @@ int tm_own_param_count(const tm_config *cfg, size_t *count)
 
 uint64_t tm_layer_seed(uint64_t seed, size_t layer)
 {
-    /* splitmix64 of seed + (layer + 1)·golden-ratio increment */
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)layer + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return mha_gpt_block_seed(seed, layer); /* the library's splitmix64 of seed and layer */
 }
 
 #define TM_REAL float
