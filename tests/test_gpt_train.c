@@ -14,14 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cJSON.h>
 
 #include "mha.h"
 #include "st.h"
+#include "test_prog.h"
 
 #ifndef MHA_GPT_EXE
 #error "MHA_GPT_EXE must name the mha-gpt program"
@@ -30,119 +26,11 @@
 #error "MHA_TRAIN_EXE must name the mha-train program"
 #endif
 
-static char tmpdir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mha_test_gpt_train_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-/* Run `exe args` in tmpdir (a shell word list); stdout/stderr go to <tag>.out / .err.
- * Returns the exit status (or -1 if it did not exit normally). */
-static int run_exe(const char *exe, const char *tag, const char *args)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s > '%s.out' 2> '%s.err'", tmpdir, exe, args, tag,
-             tag);
-    int st = system(cmd);
-    return (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
-}
-
+/* Run mha-gpt with args in tmpdir; stdout/stderr go to <tag>.out / .err. Returns the
+ * exit status (or -1 if it did not exit normally). */
 static int gpt(const char *tag, const char *args)
 {
-    return run_exe(MHA_GPT_EXE, tag, args);
-}
-
-/* Whole file (relative to tmpdir unless absolute) into an owned NUL-terminated buffer. */
-static char *slurp(const char *rel, size_t *len)
-{
-    char path[1024];
-    if (rel[0] == '/')
-        snprintf(path, sizeof path, "%s", rel);
-    else
-        snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        if (len)
-            *len = (size_t)n;
-    }
-    return buf;
-}
-
-static void write_rel(const char *rel, const void *data, size_t n)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-static int exists(const char *rel)
-{
-    char path[1024];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-    return stat(path, &sb) == 0;
-}
-
-static void assert_contains(const char *rel, const char *needle)
-{
-    char *s = slurp(rel, NULL);
-    assert_non_null(s);
-    if (!strstr(s, needle))
-        fail_msg("%s does not contain \"%s\":\n%s", rel, needle, s);
-    free(s);
-}
-
-static void assert_same_file(const char *a, const char *b)
-{
-    size_t n1, n2;
-    char *x = slurp(a, &n1), *y = slurp(b, &n2);
-    assert_non_null(x);
-    assert_non_null(y);
-    if (n1 != n2 || memcmp(x, y, n1) != 0)
-        fail_msg("%s and %s differ (%zu and %zu bytes)", a, b, n1, n2);
-    free(x);
-    free(y);
-}
-
-/* A number of summary.json (NaN when null). */
-static double summary_number(const char *rel, const char *key)
-{
-    char *s = slurp(rel, NULL);
-    assert_non_null(s);
-    cJSON *j = cJSON_Parse(s);
-    assert_non_null(j);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    assert_true(cJSON_IsNumber(v));
-    double d = v->valuedouble;
-    cJSON_Delete(j);
-    free(s);
-    return d;
+    return run_prog(MHA_GPT_EXE, tag, args);
 }
 
 /* small.txt: the first 20,000 characters of Tiny Shakespeare (58 distinct). */
@@ -150,7 +38,7 @@ static void write_small_text(void)
 {
     char *all = slurp(MHA_SOURCE_DIR "/data/tinyshakespeare.txt", NULL);
     assert_non_null(all);
-    write_rel("small.txt", all, 20000);
+    write_file("small.txt", all, 20000);
     free(all);
 }
 
@@ -182,11 +70,11 @@ static void test_gpt_train_learns(void **state)
                            "l/attention_layer0.svg", "l/attention_layer1.svg", "l/sample.txt",
                            "l/checkpoint.safetensors", "l/best.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-        if (!exists(files[i]))
+        if (!file_exists(files[i]))
             fail_msg("%s was not written", files[i]);
-    assert_contains("l/loss.svg", "validation");
-    assert_contains("l/attention_layer1.svg", "head 1");
-    assert_contains("l.out", "validation loss");
+    assert_file_contains("l/loss.svg", "validation");
+    assert_file_contains("l/attention_layer1.svg", "head 1");
+    assert_file_contains("l.out", "validation loss");
     size_t n;
     char *smp = slurp("l/sample.txt", &n);
     assert_non_null(smp);
@@ -240,13 +128,13 @@ static void test_gpt_train_resume_bitwise(void **state)
     assert_int_equal(gpt("full", args), 0);
     snprintf(args, sizeof args, "train %s --stop-after 20 --out part", common);
     assert_int_equal(gpt("part", args), 0);
-    assert_contains("part.out", "stopped after step 20 of 40");
+    assert_file_contains("part.out", "stopped after step 20 of 40");
     /* resume with no option but the thread count: the rest comes from the checkpoint */
     if (gpt("res", "train --resume part/checkpoint.safetensors --threads 1 --out part") != 0) {
         char *e = slurp("res.err", NULL);
         fail_msg("resume failed: %s", e ? e : "?");
     }
-    assert_contains("res.out", "resumed from part/checkpoint.safetensors at step 20");
+    assert_file_contains("res.out", "resumed from part/checkpoint.safetensors at step 20");
     assert_same_file("full/train_log.csv", "part/train_log.csv");
     assert_same_file("full/checkpoint.safetensors", "part/checkpoint.safetensors");
     assert_same_file("full/best.safetensors", "part/best.safetensors");
@@ -288,12 +176,12 @@ static void test_gpt_sample(void **state)
     snprintf(args, sizeof args, "sample %s --prompt 'A\\nB' --chars 30 --top-k 1 --seed 2", ck);
     assert_int_equal(gpt("g2", args), 0);
     assert_same_file("g1.out", "g2.out");
-    assert_contains("g1.out", "A\nB");
+    assert_file_contains("g1.out", "A\nB");
     /* outside the vocabulary: '@' does not occur in the slice */
     snprintf(args, sizeof args, "sample %s --prompt 'to @ be'", ck);
     assert_int_equal(gpt("oov", args), 2);
-    assert_contains("oov.err", "'@'");
-    assert_contains("oov.err", "--prompt");
+    assert_file_contains("oov.err", "'@'");
+    assert_file_contains("oov.err", "--prompt");
     snprintf(args, sizeof args, "sample %s --prompt ''", ck);
     assert_int_equal(gpt("empty", args), 2);
 }
@@ -312,21 +200,21 @@ static void test_gpt_bad_text(void **state)
     char *before = slurp("o/checkpoint.safetensors", &n0);
     assert_non_null(before);
 
-    write_rel("empty.txt", "", 0);
+    write_file("empty.txt", "", 0);
     char shortt[100];
     memset(shortt, 'a', sizeof shortt); /* validation part: 10 < context + 1 */
     shortt[50] = 'b';
-    write_rel("short.txt", shortt, sizeof shortt);
+    write_file("short.txt", shortt, sizeof shortt);
     char nul[400];
     for (size_t i = 0; i < sizeof nul; i++)
         nul[i] = (char)('a' + i % 7);
     nul[123] = '\0';
-    write_rel("nul.txt", nul, sizeof nul);
+    write_file("nul.txt", nul, sizeof nul);
     char bad8[400];
     for (size_t i = 0; i < sizeof bad8; i++)
         bad8[i] = (char)('a' + i % 5);
     bad8[200] = (char)0xC3; /* a lead byte followed by 'a': invalid UTF-8 */
-    write_rel("bad8.txt", bad8, sizeof bad8);
+    write_file("bad8.txt", bad8, sizeof bad8);
     /* 5000 distinct code points U+4E00.., 3 bytes each: more than 4096 characters */
     unsigned char *big = malloc(3 * 5000);
     assert_non_null(big);
@@ -336,7 +224,7 @@ static void test_gpt_bad_text(void **state)
         big[3 * i + 1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
         big[3 * i + 2] = (unsigned char)(0x80 | (cp & 0x3F));
     }
-    write_rel("big.txt", big, 3 * 5000);
+    write_file("big.txt", big, 3 * 5000);
     free(big);
 
     const char *cases[][3] = {
@@ -378,41 +266,41 @@ static void test_gpt_bad_checkpoints_and_options(void **state)
     write_small_text();
     assert_int_equal(gpt("base", "train " TINY " --steps 5 --warmup 1 --eval-every 5 --out o"),
                      0);
-    assert_int_equal(run_exe(MHA_TRAIN_EXE, "mt", "--seq-len 4 --vocab 4 --model-dim 8 "
+    assert_int_equal(run_prog(MHA_TRAIN_EXE, "mt", "--seq-len 4 --vocab 4 --model-dim 8 "
                                                   "--heads 2 --batch 4 --steps 3 --warmup 1 "
                                                   "--eval-size 10 --out mt"), 0);
     assert_int_equal(gpt("s", "sample --checkpoint mt/checkpoint.safetensors"), 2);
-    assert_contains("s.err", "mha-train/1");
+    assert_file_contains("s.err", "mha-train/1");
     assert_int_equal(gpt("r", "train --resume mt/checkpoint.safetensors --out x"), 2);
-    assert_contains("r.err", "not an mha-gpt/1 checkpoint");
+    assert_file_contains("r.err", "not an mha-gpt/1 checkpoint");
     assert_int_equal(gpt("g", "sample --checkpoint nonexistent.safetensors"), 2);
 
     size_t n0;
     char *before = slurp("o/checkpoint.safetensors", &n0);
     assert_non_null(before);
     assert_int_equal(gpt("mm", "train --resume o/checkpoint.safetensors --layers 2 --out o"), 2);
-    assert_contains("mm.err", "--layers 1");
-    assert_contains("mm.err", "--layers 2");
+    assert_file_contains("mm.err", "--layers 1");
+    assert_file_contains("mm.err", "--layers 2");
     assert_int_equal(gpt("mm2", "train --resume o/checkpoint.safetensors --dim 64 --out o"), 2);
-    assert_contains("mm2.err", "--dim");
+    assert_file_contains("mm2.err", "--dim");
     assert_int_equal(gpt("mm3", "train --resume o/checkpoint.safetensors --utf8 --out o"), 2);
-    assert_contains("mm3.err", "--utf8");
+    assert_file_contains("mm3.err", "--utf8");
     /* the same model on another text: its vocabulary differs */
     char other[400];
     for (size_t i = 0; i < sizeof other; i++)
         other[i] = (char)('a' + i % 3);
-    write_rel("other.txt", other, sizeof other);
+    write_file("other.txt", other, sizeof other);
     assert_int_equal(gpt("voc", "train --resume o/checkpoint.safetensors --data other.txt "
                                 "--out o"), 2);
-    assert_contains("voc.err", "vocabulary");
+    assert_file_contains("voc.err", "vocabulary");
     /* truncations */
     const size_t cuts[] = {0, 7, 8, 100, n0 / 2, n0 - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
-        write_rel("cut.safetensors", before, cuts[i]);
+        write_file("cut.safetensors", before, cuts[i]);
         int rc = gpt("cut", "sample --checkpoint cut.safetensors --chars 5");
         if (rc != 2)
             fail_msg("truncation to %zu bytes: exit %d, expected 2", cuts[i], rc);
-        assert_contains("cut.err", "cannot sample from cut.safetensors");
+        assert_file_contains("cut.err", "cannot sample from cut.safetensors");
         rc = gpt("cutr", "train --resume cut.safetensors --out o");
         if (rc != 2)
             fail_msg("resume from a truncation to %zu bytes: exit %d, expected 2", cuts[i], rc);
@@ -441,9 +329,9 @@ static void test_gpt_bad_checkpoints_and_options(void **state)
         int rc = gpt("opt", args);
         if (rc != 2)
             fail_msg("'%s': exit status %d, expected 2", bad[i][0], rc);
-        assert_contains("opt.err", bad[i][1]);
+        assert_file_contains("opt.err", bad[i][1]);
     }
-    assert_false(exists("never"));
+    assert_false(file_exists("never"));
 
     assert_int_equal(gpt("help", "--help"), 0);
     const char *opts[] = {"--data", "--utf8", "--layers", "--heads", "--dim", "--context",
@@ -453,13 +341,13 @@ static void test_gpt_bad_checkpoints_and_options(void **state)
                           "--attention", "--out", "--resume", "--stop-after", "--checkpoint",
                           "--prompt", "--chars", "--temperature", "--top-k"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        assert_contains("help.out", opts[i]);
-    assert_contains("help.out", "default: data/tinyshakespeare.txt");
-    assert_contains("help.out", "bytes unless --utf8");
-    assert_contains("help.out", "default: runs/gpt/best.safetensors");
-    assert_contains("help.out", "slides");
+        assert_file_contains("help.out", opts[i]);
+    assert_file_contains("help.out", "default: data/tinyshakespeare.txt");
+    assert_file_contains("help.out", "bytes unless --utf8");
+    assert_file_contains("help.out", "default: runs/gpt/best.safetensors");
+    assert_file_contains("help.out", "slides");
     assert_int_equal(gpt("help2", "train --help"), 0);
-    assert_contains("help2.out", "default: 0.99"); /* --beta2 */
+    assert_file_contains("help2.out", "default: 0.99"); /* --beta2 */
 }
 
 /* A diverging run (lr 1e6, no clipping) stops with status 3; the checkpoint written
@@ -470,23 +358,12 @@ static void test_gpt_train_nonfinite(void **state)
     write_small_text();
     assert_int_equal(gpt("nf", "train " TINY " --steps 50 --warmup 0 --lr 1e6 --min-lr 1e6 "
                                "--clip 0 --ckpt-every 1 --out nf"), 3);
-    assert_contains("nf.err", "non-finite");
+    assert_file_contains("nf.err", "non-finite");
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/nf/checkpoint.safetensors", tmpdir);
     st_file *f = NULL;
     assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    for (size_t i = 0; i < st_count(f); i++) {
-        st_tensor t;
-        assert_int_equal(st_tensor_at(f, i, &t), MHA_OK);
-        if (t.dtype != ST_F32)
-            continue;
-        size_t n = 1;
-        for (size_t k = 0; k < t.ndim; k++)
-            n *= t.shape[k];
-        for (size_t k = 0; k < n; k++)
-            if (!isfinite(((const float *)t.data)[k]))
-                fail_msg("checkpoint tensor %s[%zu] is not finite", t.name, k);
-    }
+    assert_f32_tensors_finite(f);
     st_free(f);
     /* and it still samples */
     assert_int_equal(gpt("nfs", "sample --checkpoint nf/checkpoint.safetensors --chars 5"), 0);
@@ -495,12 +372,14 @@ static void test_gpt_train_nonfinite(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_gpt_train_learns, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gpt_train_resume_bitwise, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gpt_sample, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gpt_bad_text, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gpt_bad_checkpoints_and_options, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gpt_train_nonfinite, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_learns, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_resume_bitwise, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_sample, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_bad_text, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_bad_checkpoints_and_options, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_nonfinite, tmpdir_setup, tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,16 +13,6 @@
 
 #define SENTINEL 12345.0
 
-static mhad_module *make_module(size_t D, size_t H, double p, int threads, uint64_t seed)
-{
-    mha_config cfg = {.model_dim = D, .num_heads = H, .dropout_p = p, .seed = seed,
-                      .threads = threads};
-    mhad_module *m = NULL;
-    assert_int_equal(mhad_create(&m, &cfg), MHA_OK);
-    assert_non_null(m);
-    return m;
-}
-
 static double *make_input(size_t n, uint64_t seed)
 {
     double *x = malloc(n * sizeof *x);
@@ -38,14 +28,6 @@ static double *filled(size_t n, double v)
     for (size_t i = 0; i < n; i++)
         x[i] = v;
     return x;
-}
-
-static int all_equal(const double *x, size_t n, double v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != v)
-            return 0;
-    return 1;
 }
 
 /* Every status has its own name and message; unknown codes are named as such. */
@@ -183,7 +165,7 @@ static void api_init_like_pytorch(void **state)
     assert_true(same < n / 100);
     assert_true(fabs(mean / n) < 0.05 * bound);
     assert_true(maxabs > 0.95 * bound); /* the whole range is used */
-    assert_true(all_equal(mhad_grads(a, NULL), n, 0.0));
+    assert_true(all_equal_to(mhad_grads(a, NULL), n, 0.0));
     assert_int_equal(mhad_reset_parameters(c, 3), MHA_OK);
     assert_memory_equal(pa, pc, n * sizeof *pa);
     assert_null(mhad_params(NULL, &n));
@@ -223,7 +205,7 @@ static void api_forward_invalid(void **state)
     assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, &bad_heads, out), MHA_ESHAPE);
     assert_int_equal(mhad_forward(m, c, 1, B, S, x, 0, NULL, &bad_len, out), MHA_EINVAL);
 
-    assert_true(all_equal(out, n, SENTINEL));
+    assert_true(all_equal_to(out, n, SENTINEL));
     uint64_t call = 99;
     assert_int_equal(mhad_get_call_index(m, &call), MHA_OK);
     assert_int_equal(call, 0);
@@ -258,10 +240,10 @@ static void api_backward_invalid(void **state)
     assert_int_equal(mhad_backward(m, c, x, x, dout, dx, NULL), MHA_EINVAL);
     assert_int_equal(mhad_backward(m, c, x, NULL, dout, dx, dx), MHA_EINVAL);
     assert_int_equal(mhad_backward(m, c, x, NULL, NULL, dx, NULL), MHA_EINVAL);
-    assert_true(all_equal(g, np, 0.0));
-    assert_true(all_equal(dx, n, SENTINEL));
+    assert_true(all_equal_to(g, np, 0.0));
+    assert_true(all_equal_to(dx, n, SENTINEL));
     assert_int_equal(mhad_backward(m, c, x, NULL, dout, dx, NULL), MHA_OK);
-    assert_false(all_equal(dx, n, SENTINEL));
+    assert_false(all_equal_to(dx, n, SENTINEL));
     assert_int_equal(mhad_backward(m, c, x, NULL, dout, dx, NULL), MHA_ESTATE); /* consumed */
     /* the attention weights survive backward */
     const double *w;
@@ -447,7 +429,7 @@ static void api_accumulate_and_caches(void **state)
     for (size_t i = 0; i < np; i++)
         assert_close(g[i], 2 * g1[i], 1e-15, 1e-13);
     assert_int_equal(mhad_zero_grad(m), MHA_OK);
-    assert_true(all_equal(g, np, 0.0));
+    assert_true(all_equal_to(g, np, 0.0));
 
     /* two caches alive at once; backward in reverse order; the big cache */
     assert_int_equal(mhad_forward(m, c1, 0, B, Sq, xq, Sk, xc, NULL, out), MHA_OK);

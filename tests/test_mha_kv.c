@@ -15,15 +15,6 @@
 
 #define SENTINEL 12345.0
 
-static mhad_module *make_module(size_t D, size_t H, double p, int threads, uint64_t seed)
-{
-    mha_config cfg = {.model_dim = D, .num_heads = H, .dropout_p = p, .seed = seed,
-                      .threads = threads};
-    mhad_module *m = NULL;
-    assert_int_equal(mhad_create(&m, &cfg), MHA_OK);
-    return m;
-}
-
 static double *alloc_d(size_t n)
 {
     double *x = malloc(n * sizeof *x);
@@ -232,14 +223,6 @@ static void kv_length_and_reset(void **state)
     mhad_destroy(m);
 }
 
-static int all_equal(const double *x, size_t n, double v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != v)
-            return 0;
-    return 1;
-}
-
 /* Each invalid argument returns its status, leaves out untouched and the cache
  * unchanged: the length stays, and continuing afterwards gives the outputs of a
  * run without the failed calls. */
@@ -302,7 +285,7 @@ static void kv_errors(void **state)
         assert_int_equal(mhad_forward_cached(bad[i].m, bad[i].kv, bad[i].batch, bad[i].n_new,
                                              bad[i].x, bad[i].out),
                          bad[i].want);
-        assert_true(all_equal(o, n, SENTINEL));
+        assert_true(all_equal_to(o, n, SENTINEL));
         assert_int_equal(mhad_kvcache_length(kv, &len), MHA_OK);
         assert_int_equal(len, 3);
         assert_int_equal(mhad_kvcache_length(kv_other, &len), MHA_OK);

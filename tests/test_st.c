@@ -49,15 +49,6 @@ static unsigned char *read_all(const char *path, size_t *len)
     return p;
 }
 
-static void write_all_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    if (n > 0)
-        assert_int_equal(fwrite(p, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
-}
-
 /* Number of entries of dir whose name contains `part` (all entries for ""). */
 static size_t count_entries(const char *dir, const char *part)
 {
@@ -331,7 +322,7 @@ static void st_truncated_every_length(void **state)
     size_t size;
     unsigned char *b = read_all(path, &size);
     for (size_t len = 0; len < size; len++) {
-        write_all_bytes(cut, b, len);
+        write_bytes(cut, b, len);
         st_file *f = (st_file *)&fx; /* must be reset to NULL */
         err[0] = '\0';
         int rc = st_load(cut, &f, err, sizeof err);
@@ -451,7 +442,7 @@ static void st_fuzz_mutations(void **state)
                 break;
             }
         }
-        write_all_bytes(mut, b, len);
+        write_bytes(mut, b, len);
         st_file *f = NULL;
         err[0] = '\0';
         int rc = st_load(mut, &f, err, sizeof err);
@@ -555,7 +546,7 @@ static void write_raw(const char *path, const char *json, size_t pad, size_t dat
     memset(b + 8 + jl, ' ', pad);
     for (size_t i = 0; i < data_len; i++)
         b[8 + n + i] = (unsigned char)i;
-    write_all_bytes(path, b, total);
+    write_bytes(path, b, total);
     free(b);
 }
 
@@ -655,7 +646,7 @@ static void st_refuses_bad_size_field(void **state)
                           "only 16 bytes", "after the JSON object", "does not start"};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         put_le64(b, sizes[k]);
-        write_all_bytes(path, b, sizeof b);
+        write_bytes(path, b, sizeof b);
         st_file *f = NULL;
         err[0] = '\0';
         assert_int_equal(st_load(path, &f, err, sizeof err), MHA_EFORMAT);
@@ -664,7 +655,7 @@ static void st_refuses_bad_size_field(void **state)
         assert_non_null(strstr(err, msgs[k]));
         assert_null(f);
     }
-    write_all_bytes(path, b, 7);
+    write_bytes(path, b, 7);
     st_file *f = NULL;
     assert_int_equal(st_load(path, &f, err, sizeof err), MHA_EFORMAT);
     assert_non_null(strstr(err, "shorter than"));
@@ -866,30 +857,13 @@ static void st_save_failure_keeps_old_file(void **state)
 static int group_setup(void **state)
 {
     (void)state;
-    const char *tmp = getenv("TMPDIR");
-    if (tmp == NULL || tmp[0] == '\0')
-        tmp = "/tmp";
-    if (snprintf(g_dir, sizeof g_dir, "%s/test_st.XXXXXX", tmp) >= (int)sizeof g_dir)
-        return -1;
-    return mkdtemp(g_dir) != NULL ? 0 : -1;
+    return make_temp_dir(g_dir, sizeof g_dir, "test_st");
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    DIR *d = opendir(g_dir);
-    if (d == NULL)
-        return -1;
-    struct dirent *e;
-    char p[1200];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    return rmdir(g_dir) == 0 ? 0 : -1;
+    return remove_tree(g_dir);
 }
 
 int main(void)

@@ -6,7 +6,6 @@
  */
 #include "test_util.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,15 +25,6 @@ static void path_in(char *buf, size_t len, const char *name)
 {
     int r = snprintf(buf, len, "%s/%s", g_dir, name);
     assert_true(r > 0 && (size_t)r < len);
-}
-
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    if (n > 0)
-        assert_int_equal(fwrite(p, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
 }
 
 static unsigned char *read_file(const char *path, size_t *len)
@@ -256,7 +246,7 @@ static void text_load_files(void **state)
     char path[1024], err[512];
     text_corpus *c = (text_corpus *)&c;
     path_in(path, sizeof path, "empty.txt");
-    write_file(path, "", 0);
+    write_bytes(path, "", 0);
     assert_int_equal(text_load(path, TEXT_BYTES, 100, 0, &c, err, sizeof err), MHA_EFORMAT);
     assert_null(c);
     assert_non_null(strstr(err, "empty"));
@@ -278,7 +268,7 @@ static void text_load_files(void **state)
     assert_non_null(strstr(err, "not a regular file"));
 
     path_in(path, sizeof path, "good.txt");
-    write_file(path, "hello world\n", 12);
+    write_bytes(path, "hello world\n", 12);
     assert_int_equal(text_load(path, TEXT_UTF8, 100, 0, &c, err, sizeof err), MHA_OK);
     assert_int_equal(text_corpus_len(c), 12);
     text_corpus_free(c);
@@ -558,30 +548,13 @@ static void text_sample_frequencies(void **state)
 static int group_setup(void **state)
 {
     (void)state;
-    const char *tmp = getenv("TMPDIR");
-    if (tmp == NULL || tmp[0] == '\0')
-        tmp = "/tmp";
-    if (snprintf(g_dir, sizeof g_dir, "%s/test_text.XXXXXX", tmp) >= (int)sizeof g_dir)
-        return -1;
-    return mkdtemp(g_dir) != NULL ? 0 : -1;
+    return make_temp_dir(g_dir, sizeof g_dir, "test_text");
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    DIR *d = opendir(g_dir);
-    if (d == NULL)
-        return -1;
-    struct dirent *e;
-    char p[1200];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    return rmdir(g_dir) == 0 ? 0 : -1;
+    return remove_tree(g_dir);
 }
 
 int main(void)

@@ -15,9 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cJSON.h>
 
@@ -25,90 +22,18 @@
 #include "model.h"
 #include "st.h"
 #include "tasks.h"
+#include "test_prog.h"
 
 #ifndef MHA_TRAIN_EXE
 #error "MHA_TRAIN_EXE must name the mha-train program"
 #endif
 
-static char tmpdir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mha_test_train_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-/* Run mha-train with args (a shell word list); stdout/stderr go to <tmpdir>/<tag>.out
- * and .err. Returns the exit status (or −1 if it did not exit normally). */
+/* Run mha-train with args (a shell word list) in tmpdir; stdout/stderr go to
+ * <tmpdir>/<tag>.out and .err. Returns the exit status (or −1 if it did not exit
+ * normally). */
 static int run(const char *tag, const char *args)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s > '%s/%s.out' 2> '%s/%s.err'", MHA_TRAIN_EXE, args, tmpdir,
-             tag, tmpdir, tag);
-    int st = system(cmd);
-    return (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
-}
-
-/* Whole file into a NUL-terminated owned buffer (NULL if unreadable). */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        if (len)
-            *len = (size_t)n;
-    }
-    return buf;
-}
-
-static char *slurp_in(const char *rel, size_t *len)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-    return slurp(path, len);
-}
-
-static void assert_file_contains(const char *rel, const char *needle)
-{
-    char *s = slurp_in(rel, NULL);
-    assert_non_null(s);
-    if (!strstr(s, needle))
-        fail_msg("%s does not contain \"%s\":\n%s", rel, needle, s);
-    free(s);
-}
-
-static double summary_number(const char *rel, const char *key)
-{
-    char *s = slurp_in(rel, NULL);
-    assert_non_null(s);
-    cJSON *j = cJSON_Parse(s);
-    assert_non_null(j);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    assert_true(cJSON_IsNumber(v));
-    double d = v->valuedouble;
-    cJSON_Delete(j);
-    free(s);
-    return d;
+    return run_prog(MHA_TRAIN_EXE, tag, args);
 }
 
 /* Interrupt (--stop-after 13) and resume (no other option: the config comes from the
@@ -149,14 +74,14 @@ static void test_train_resume_bitwise(void **state)
                  tmpdir, part, tmpdir, part);
         if (run(res, args) != 0) {
             snprintf(rel, sizeof rel, "%s.err", res);
-            char *err = slurp_in(rel, NULL);
+            char *err = slurp(rel, NULL);
             fail_msg("resume failed: %s", err ? err : "?");
         }
         size_t n1, n2;
         snprintf(rel, sizeof rel, "%s/train_log.csv", full);
-        char *csv1 = slurp_in(rel, &n1);
+        char *csv1 = slurp(rel, &n1);
         snprintf(rel, sizeof rel, "%s/train_log.csv", part);
-        char *csv2 = slurp_in(rel, &n2);
+        char *csv2 = slurp(rel, &n2);
         assert_non_null(csv1);
         assert_non_null(csv2);
         if (n1 != n2 || memcmp(csv1, csv2, n1) != 0)
@@ -183,7 +108,7 @@ static void test_train_resume_bitwise(void **state)
         /* the final checkpoints are byte-identical too */
         snprintf(s1, sizeof s1, "%s/checkpoint.safetensors", full);
         snprintf(s2, sizeof s2, "%s/checkpoint.safetensors", part);
-        char *k1 = slurp_in(s1, &n1), *k2 = slurp_in(s2, &n2);
+        char *k1 = slurp(s1, &n1), *k2 = slurp(s2, &n2);
         assert_non_null(k1);
         assert_non_null(k2);
         assert_true(n1 == n2 && memcmp(k1, k2, n1) == 0);
@@ -368,10 +293,7 @@ static void test_train_options(void **state)
             fail_msg("'%s': exit status %d, expected 2", bad[i][0], rc);
         assert_file_contains("opt.err", bad[i][1]);
     }
-    struct stat sb;
-    char never[512];
-    snprintf(never, sizeof never, "%s/never", tmpdir);
-    assert_true(stat(never, &sb) != 0); /* nothing was created */
+    assert_false(file_exists("never")); /* nothing was created */
     assert_int_equal(run("help", "--help"), 0);
     const char *opts[] = {"--task", "--seq-len", "--vocab", "--layers", "--model-dim", "--heads",
                           "--dropout", "--batch", "--steps", "--optimizer", "--lr", "--seed",
@@ -403,18 +325,7 @@ static void test_train_nonfinite_stop(void **state)
     assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
     assert_true(*(const uint64_t *)d >= 1);
     /* every float tensor of the last checkpoint (weights and moments) is finite */
-    for (size_t i = 0; i < st_count(f); i++) {
-        st_tensor t;
-        assert_int_equal(st_tensor_at(f, i, &t), MHA_OK);
-        if (t.dtype != ST_F32)
-            continue;
-        size_t n = 1;
-        for (size_t k = 0; k < t.ndim; k++)
-            n *= t.shape[k];
-        for (size_t k = 0; k < n; k++)
-            if (!isfinite(((const float *)t.data)[k]))
-                fail_msg("checkpoint tensor %s[%zu] is not finite", t.name, k);
-    }
+    assert_f32_tensors_finite(f);
     st_free(f);
 }
 
@@ -504,14 +415,6 @@ typedef struct variant {
     const char *meta_key, *meta_val;  /* set key to val (added if absent); val NULL:
                                          remove the key                              */
 } variant;
-
-static void write_file(const char *path, const void *buf, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(buf, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
 
 static void save_variant(const ckpt_base *b, const char *dst, const variant *v)
 {
@@ -1003,7 +906,7 @@ static void test_train_checkpoint_mutations(void **state)
                 remove(sum);
                 int rc = run("mut", args);
                 total++;
-                char *errtext = slurp_in("mut.err", NULL);
+                char *errtext = slurp("mut.err", NULL);
                 assert_non_null(errtext);
                 const char *why = NULL;
                 int bit = rc == 0 ? ALLOW0 : rc == 2 ? ALLOW2 : rc == 3 ? ALLOW3 : 0;
@@ -1061,13 +964,16 @@ static void test_train_checkpoint_mutations(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_train_resume_bitwise, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_train_checkpoint_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_train_resume_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_train_options, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_train_nonfinite_stop, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_train_deterministic_outputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_train_checkpoint_mutations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_train_resume_bitwise, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_checkpoint_round_trip, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_resume_refusals, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_options, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_nonfinite_stop, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_deterministic_outputs, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_checkpoint_mutations, tmpdir_setup,
+                                        tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

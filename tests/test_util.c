@@ -1,6 +1,11 @@
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "test_util.h"
 
+#include <ftw.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "mha_pcg32.h"
 
@@ -53,4 +58,56 @@ double max_abs_diff(const double *a, const double *b, size_t n)
             m = d;
     }
     return m;
+}
+
+int all_equal_to(const double *x, size_t n, double v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != v)
+            return 0;
+    return 1;
+}
+
+mhad_module *make_module(size_t D, size_t H, double p, int threads, uint64_t seed)
+{
+    mha_config cfg = {.model_dim = D, .num_heads = H, .dropout_p = p, .seed = seed,
+                      .threads = threads};
+    mhad_module *m = NULL;
+    assert_int_equal(mhad_create(&m, &cfg), MHA_OK);
+    assert_non_null(m);
+    return m;
+}
+
+int make_temp_dir(char *dir, size_t cap, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || tmp[0] == '\0')
+        tmp = "/tmp";
+    int r = snprintf(dir, cap, "%s/%s.XXXXXX", tmp, name);
+    if (r < 0 || (size_t)r >= cap)
+        return -1;
+    return mkdtemp(dir) != NULL ? 0 : -1;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)type;
+    (void)ftw;
+    return remove(path);
+}
+
+int remove_tree(const char *dir)
+{
+    /* depth first (a directory after its entries), without following links */
+    return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+void write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    if (n > 0)
+        assert_int_equal(fwrite(p, 1, n, fp), n);
+    assert_int_equal(fclose(fp), 0);
 }

@@ -1,5 +1,6 @@
 /* Shared helpers for the cmocka tests: the one floating-point comparison
- * (cmocka 1.1.5 has none) and small tensor utilities. */
+ * (cmocka 1.1.5 has none), small tensor utilities, a float64 attention module with
+ * the test's config, and temporary directories and files. */
 #ifndef MHA_TEST_UTIL_H
 #define MHA_TEST_UTIL_H
 
@@ -9,6 +10,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "mha.h"
 
 /* Fails the test unless |actual − expected| <= atol + rtol·|expected|;
  * the message shows both values and the tolerance. */
@@ -24,5 +27,21 @@ void fill_uniform_f(float *x, size_t n, float lo, float hi, uint64_t seed);
 /* ‖a − b‖₂ / ‖b‖₂ (0 when both are 0) and max |a_i − b_i|. */
 double rel_l2_diff(const double *a, const double *b, size_t n);
 double max_abs_diff(const double *a, const double *b, size_t n);
+
+/* 1 if every x_i == v (exactly), else 0. */
+int all_equal_to(const double *x, size_t n, double v);
+
+/* A float64 module of model_dim D, H heads, dropout p, `threads` threads, seed; fails
+ * the test if mhad_create refuses it. Owned: mhad_destroy. */
+mhad_module *make_module(size_t D, size_t H, double p, int threads, uint64_t seed);
+
+/* A fresh empty directory "$TMPDIR/<name>.XXXXXX" ($TMPDIR unset or empty: /tmp); its
+ * path goes into dir[cap]. Returns 0, or -1 (cap too small, or mkdtemp failed). */
+int make_temp_dir(char *dir, size_t cap, const char *name);
+/* Removes dir and everything below it (symbolic links themselves, never their
+ * targets). Returns 0, or -1 if anything could not be removed. */
+int remove_tree(const char *dir);
+/* Writes the n bytes at p to path (created or truncated); fails the test on error. */
+void write_bytes(const char *path, const void *p, size_t n);
 
 #endif

@@ -1,0 +1,138 @@
+/* Helpers for the tests that run a program in a temporary directory: see test_prog.h. */
+#include "test_prog.h"
+
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cJSON.h>
+
+#include "mha.h"
+#include "st.h"
+
+char tmpdir[256];
+
+int tmpdir_setup(void **state)
+{
+    (void)state;
+    return make_temp_dir(tmpdir, sizeof tmpdir, "mha_test_prog");
+}
+
+int tmpdir_teardown(void **state)
+{
+    (void)state;
+    return remove_tree(tmpdir);
+}
+
+/* path relative to tmpdir unless absolute, into buf[cap]; fails the test if it is cut */
+static void resolve(char *buf, size_t cap, const char *path)
+{
+    int r = path[0] == '/' ? snprintf(buf, cap, "%s", path)
+                           : snprintf(buf, cap, "%s/%s", tmpdir, path);
+    assert_true(r > 0 && (size_t)r < cap);
+}
+
+int run_prog(const char *exe, const char *tag, const char *args)
+{
+    char cmd[4096];
+    int r = snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s > '%s.out' 2> '%s.err'", tmpdir, exe,
+                     args, tag, tag);
+    assert_true(r > 0 && (size_t)r < sizeof cmd);
+    int st = system(cmd);
+    return (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
+}
+
+char *slurp(const char *path, size_t *len)
+{
+    char full[1024];
+    resolve(full, sizeof full, path);
+    FILE *f = fopen(full, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (len)
+            *len = (size_t)n;
+    }
+    return buf;
+}
+
+void write_file(const char *path, const void *data, size_t n)
+{
+    char full[1024];
+    resolve(full, sizeof full, path);
+    write_bytes(full, data, n);
+}
+
+int file_exists(const char *path)
+{
+    char full[1024];
+    struct stat sb;
+    resolve(full, sizeof full, path);
+    return stat(full, &sb) == 0;
+}
+
+void assert_file_contains(const char *path, const char *needle)
+{
+    char *s = slurp(path, NULL);
+    assert_non_null(s);
+    if (!strstr(s, needle))
+        fail_msg("%s does not contain \"%s\":\n%s", path, needle, s);
+    free(s);
+}
+
+void assert_same_file(const char *a, const char *b)
+{
+    size_t n1, n2;
+    char *x = slurp(a, &n1), *y = slurp(b, &n2);
+    assert_non_null(x);
+    assert_non_null(y);
+    if (n1 != n2 || memcmp(x, y, n1) != 0)
+        fail_msg("%s and %s differ (%zu and %zu bytes)", a, b, n1, n2);
+    free(x);
+    free(y);
+}
+
+double summary_number(const char *path, const char *key)
+{
+    char *s = slurp(path, NULL);
+    assert_non_null(s);
+    cJSON *j = cJSON_Parse(s);
+    assert_non_null(j);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    assert_true(cJSON_IsNumber(v));
+    double d = v->valuedouble;
+    cJSON_Delete(j);
+    free(s);
+    return d;
+}
+
+void assert_f32_tensors_finite(const st_file *f)
+{
+    for (size_t i = 0; i < st_count(f); i++) {
+        st_tensor t;
+        assert_int_equal(st_tensor_at(f, i, &t), MHA_OK);
+        if (t.dtype != ST_F32)
+            continue;
+        size_t n = 1;
+        for (size_t k = 0; k < t.ndim; k++)
+            n *= t.shape[k];
+        for (size_t k = 0; k < n; k++)
+            if (!isfinite(((const float *)t.data)[k]))
+                fail_msg("checkpoint tensor %s[%zu] is not finite", t.name, k);
+    }
+}

@@ -1,0 +1,59 @@
+/* Helpers for the tests that run a program (mha-train, mha-gpt) as a child process and
+ * check the files it writes (tests/test_train.c, tests/test_gpt_train.c).
+ *
+ * Each test gets a fresh empty directory, `tmpdir`: tmpdir_setup makes it and
+ * tmpdir_teardown removes it with everything in it (pass both to
+ * cmocka_unit_test_setup_teardown). The program runs with tmpdir as its working
+ * directory. Every path given to these helpers is relative to tmpdir unless it is
+ * absolute (starts with '/'). The helpers that can fail fail the running test with a
+ * message; none of them prints otherwise. One test at a time (tmpdir is a global). */
+#ifndef MHA_TEST_PROG_H
+#define MHA_TEST_PROG_H
+
+#include <stddef.h>
+
+#include "st.h"
+
+/* The running test's directory, an absolute path; valid between tmpdir_setup and
+ * tmpdir_teardown. */
+extern char tmpdir[256];
+
+/* cmocka setup: a fresh empty directory "$TMPDIR/mha_test_prog.XXXXXX" (/tmp when TMPDIR
+ * is unset or empty) into tmpdir. Returns 0, or -1 if it could not be made. */
+int tmpdir_setup(void **state);
+/* cmocka teardown: removes tmpdir and everything below it. Returns 0, or -1 if anything
+ * could not be removed. */
+int tmpdir_teardown(void **state);
+
+/* Runs `'exe' args` through the shell (args is a shell word list) with tmpdir as the
+ * working directory; stdout goes to <tag>.out, stderr to <tag>.err in tmpdir.
+ * Returns the exit status, or -1 if the program did not exit normally (a signal). */
+int run_prog(const char *exe, const char *tag, const char *args);
+
+/* The whole file at path into a NUL-terminated buffer owned by the caller (free it);
+ * *len (if len is not NULL) gets the size without the NUL. Returns NULL if the file
+ * cannot be read (no test failure: callers assert or report). */
+char *slurp(const char *path, size_t *len);
+
+/* Writes the n bytes of data to path (created or truncated); fails the test on error. */
+void write_file(const char *path, const void *data, size_t n);
+
+/* 1 if something (file or directory) exists at path, else 0. */
+int file_exists(const char *path);
+
+/* Fails the test unless the file at path can be read and contains needle; the message
+ * shows the whole file. */
+void assert_file_contains(const char *path, const char *needle);
+
+/* Fails the test unless both files can be read and are byte for byte the same. */
+void assert_same_file(const char *a, const char *b);
+
+/* The number at top-level key of the JSON file at path (a run's summary.json); fails the
+ * test if the file cannot be read or parsed or the value is not a number (e.g. null). */
+double summary_number(const char *path, const char *key);
+
+/* Fails the test, naming tensor and element, if an F32 tensor of the loaded
+ * safetensors file f (a checkpoint) holds a NaN or an infinity. */
+void assert_f32_tensors_finite(const st_file *f);
+
+#endif
