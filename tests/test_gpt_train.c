@@ -7,13 +7,20 @@
  * context, NUL bytes, invalid UTF-8, too many distinct characters, a checkpoint of
  * mha-train or of another model size, truncated checkpoints, bad options) is refused with
  * exit status 2 and a message, leaving an existing checkpoint untouched; a diverging run
- * stops with status 3 and a finite last checkpoint. */
+ * stops with status 3 and a finite last checkpoint; Ctrl-C stops a run cleanly (exit 130,
+ * checkpoint and reports written, resumable), a second signal at once, and stale
+ * temporaries of killed saves are cleaned up. */
 #include "test_util.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "mha.h"
 #include "st.h"
@@ -142,6 +149,138 @@ static void test_gpt_train_resume_bitwise(void **state)
     double a = summary_number("full/summary.json", "val_loss");
     double b = summary_number("part/summary.json", "val_loss");
     assert_true(memcmp(&a, &b, sizeof a) == 0);
+}
+
+/* ---- stopping on a signal ------------------------------------------------------------------- */
+
+/* Start `mha-gpt train TINY --steps 100000 ... --out <out>` in tmpdir as a child process
+ * (stdout/stderr to <out>.out/.err) and wait until its log has `rows` rows. */
+static pid_t start_long_run(const char *out, size_t rows)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char o[64], e[64];
+        snprintf(o, sizeof o, "%s.out", out);
+        snprintf(e, sizeof e, "%s.err", out);
+        if (chdir(tmpdir) != 0 || !freopen(o, "w", stdout) || !freopen(e, "w", stderr))
+            _exit(99);
+        execl(MHA_GPT_EXE, "mha-gpt", "train", "--data", "small.txt", "--layers", "1",
+              "--heads", "2", "--dim", "32", "--context", "16", "--batch", "8",
+              "--eval-batches", "4", "--threads", "1", "--sample-chars", "40", "--steps",
+              "100000", "--eval-every", "100000", "--ckpt-every", "50", "--out", out,
+              (char *)NULL);
+        _exit(98);
+    }
+    char log[128];
+    snprintf(log, sizeof log, "%s/train_log.csv", out);
+    for (int tries = 0; tries < 2000; tries++) { /* up to 20 s */
+        size_t len = 0, lines = 0;
+        char *t = slurp(log, &len);
+        for (size_t i = 0; t && i < len; i++)
+            lines += t[i] == '\n';
+        free(t);
+        if (lines > rows) /* the header and `rows` rows */
+            return pid;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fail_msg("mha-gpt train did not log %zu rows within 20 s", rows);
+    return -1;
+}
+
+/* Every line of a CSV log is whole: the file ends with a newline and each line has the
+ * header's number of commas. Returns the number of rows. */
+static size_t assert_whole_csv(const char *path)
+{
+    size_t len;
+    char *t = slurp(path, &len);
+    assert_non_null(t);
+    assert_true(len > 0 && t[len - 1] == '\n');
+    size_t commas_header = 0, rows = 0;
+    char *line = t;
+    for (char *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+        size_t commas = 0;
+        for (char *c = line; c < nl; c++)
+            commas += *c == ',';
+        if (line == t)
+            commas_header = commas;
+        else if (commas != commas_header)
+            fail_msg("%s: a partial line: %.*s", path, (int)(nl - line), line);
+        else
+            rows++;
+    }
+    free(t);
+    return rows;
+}
+
+/* Ctrl-C (SIGINT) finishes the current step, writes a checkpoint, the log, the summary
+ * and the pictures, prints the --resume command and exits with 130; the run then
+ * resumes from that checkpoint at the step it stopped. A second signal ends the process
+ * at once, still leaving only whole log lines and no partial checkpoint. Temporaries of
+ * killed saves whose process is gone are removed by the next run; another live
+ * process's are left alone. */
+static void test_gpt_train_stops_on_signal(void **state)
+{
+    (void)state;
+    write_small_text();
+    pid_t pid = start_long_run("sig", 30);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    assert_file_contains("sig.out", "(SIGINT); continue with --resume sig/checkpoint.safetensors");
+    const size_t rows = assert_whole_csv("sig/train_log.csv");
+    assert_true(rows >= 30);
+    assert_true(file_exists("sig/summary.json"));
+    assert_true(file_exists("sig/loss.svg"));
+    st_file *f = NULL;
+    char err[256];
+    char path[512];
+    snprintf(path, sizeof path, "%s/sig/checkpoint.safetensors", tmpdir);
+    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    const void *step = NULL;
+    assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &step, err, sizeof err), MHA_OK);
+    assert_int_equal(*(const uint64_t *)step, rows);
+    st_free(f);
+
+    /* stale temporaries: one of a process that is gone, one of a live process (ours) */
+    pid_t gone = fork();
+    assert_true(gone >= 0);
+    if (gone == 0)
+        _exit(0);
+    assert_int_equal(waitpid(gone, NULL, 0), gone);
+    char dead_tmp[128], live_tmp[128];
+    snprintf(dead_tmp, sizeof dead_tmp, "sig/checkpoint.safetensors.tmp.%ld", (long)gone);
+    snprintf(live_tmp, sizeof live_tmp, "sig/checkpoint.safetensors.tmp.%ld", (long)getpid());
+    write_file(dead_tmp, "x", 1);
+    write_file(live_tmp, "x", 1);
+    char args[256], expect[128];
+    snprintf(args, sizeof args, "train --resume sig/checkpoint.safetensors --stop-after %zu",
+             rows + 5);
+    assert_int_equal(gpt("res", args), 0);
+    snprintf(expect, sizeof expect, "resumed from sig/checkpoint.safetensors at step %zu", rows);
+    assert_file_contains("res.out", expect);
+    assert_false(file_exists(dead_tmp));
+    assert_true(file_exists(live_tmp));
+    assert_int_equal(assert_whole_csv("sig/train_log.csv"), rows + 5);
+
+    /* a second signal: the process ends at once (or had already finished its step) */
+    pid = start_long_run("sig2", 20);
+    kill(pid, SIGINT);
+    kill(pid, SIGINT);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) ||
+                (WIFEXITED(status) && WEXITSTATUS(status) == 130));
+    assert_true(assert_whole_csv("sig2/train_log.csv") >= 20);
+    snprintf(path, sizeof path, "%s/sig2/checkpoint.safetensors", tmpdir);
+    if (file_exists(path)) { /* a checkpoint, if any, is a whole one */
+        assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+        st_free(f);
+    }
 }
 
 /* Sampling: the same seed gives the same text, another seed another text; the output is
@@ -380,6 +519,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gpt_bad_checkpoints_and_options, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_train_nonfinite, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_stops_on_signal, tmpdir_setup,
+                                        tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,8 +36,8 @@ static int run(const char *tag, const char *args)
     return run_prog(MHA_TRAIN_EXE, tag, args);
 }
 
-/* Interrupt (--stop-after 13) and resume (no other option: the config comes from the
- * checkpoint), then compare with a run never stopped: the CSV logs (every loss, lr,
+/* Interrupt (--stop-after 13) and resume (no other option: the config, --threads
+ * included, comes from the checkpoint, and the outputs go into its directory), then compare with a run never stopped: the CSV logs (every loss, lr,
  * gradient norm and held-out accuracy, printed with 17 digits), the summary numbers and
  * the final checkpoints must be identical. Three configs: 2-layer reverse with dropout
  * and AdamW, 2-layer lookup (cross-attention) with dropout and SGD momentum, causal copy
@@ -69,14 +69,15 @@ static void test_train_resume_bitwise(void **state)
         char rel[128];
         snprintf(rel, sizeof rel, "%s.out", part);
         assert_file_contains(rel, "stopped after step 13 of 30");
-        /* resume with no other option: the config comes from the checkpoint */
-        snprintf(args, sizeof args, "--resume '%s/%s/checkpoint.safetensors' --out '%s/%s'",
-                 tmpdir, part, tmpdir, part);
+        /* resume with no other option: the config (threads included) comes from the
+         * checkpoint, and the outputs go beside it */
+        snprintf(args, sizeof args, "--resume '%s/%s/checkpoint.safetensors'", tmpdir, part);
         if (run(res, args) != 0) {
             snprintf(rel, sizeof rel, "%s.err", res);
             char *err = slurp(rel, NULL);
             fail_msg("resume failed: %s", err ? err : "?");
         }
+        assert_false(file_exists("runs")); /* not the default runs/<task> */
         size_t n1, n2;
         snprintf(rel, sizeof rel, "%s/train_log.csv", full);
         char *csv1 = slurp(rel, &n1);

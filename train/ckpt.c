@@ -1,11 +1,16 @@
 /* Training checkpoints on top of st.h (ckpt.h). */
 #include "ckpt.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "mha.h"
 
@@ -72,6 +77,44 @@ void ckpt_meta_free(ckpt_meta *m)
 }
 
 /* ---- save ---------------------------------------------------------------------------- */
+
+size_t ckpt_remove_stale(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) > 0 ? (int)(slash - path) : 1,
+                 path);
+    else
+        snprintf(dir, sizeof dir, ".");
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    const size_t blen = strlen(base);
+    size_t removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp.", 5) != 0)
+            continue;
+        const char *digits = n + blen + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(digits, &end, 10);
+        if (*digits < '0' || *digits > '9' || *end != '\0' || errno || pid <= 0 ||
+            pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive (or not ours to judge): leave it */
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dir, n);
+        if (unlink(full) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
 
 int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, char *err,
               size_t errlen)

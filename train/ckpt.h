@@ -81,6 +81,11 @@ void ckpt_meta_free(ckpt_meta *m);
 int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, char *err,
               size_t errlen);
 
+/* Remove the temporaries that killed saves of `path` left behind ("<path>.tmp.<pid>",
+ * st_save's names) whose process no longer exists; another live process's temporary is
+ * left alone. Returns how many were removed. */
+size_t ckpt_remove_stale(const char *path);
+
 /* Check f against the layout (see the top) and, if everything is valid, copy every
  * tensor, moment and state entry into the layout's buffers. MHA_EFORMAT / MHA_ESHAPE /
  * MHA_ENOTFOUND with a message naming the tensor otherwise (nothing copied). */

@@ -49,6 +49,17 @@ void cli_check(int st, const char *what)
         cli_die(CLI_EXIT_RUNTIME, "%s: %s", what, mha_strerror(st));
 }
 
+void cli_dirname(const char *path, char *out, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, cap, ".");
+    else if (slash == path)
+        snprintf(out, cap, "/");
+    else
+        snprintf(out, cap, "%.*s", (int)(slash - path), path);
+}
+
 size_t cli_index(const cli_opt *opts, size_t n, const char *name)
 {
     size_t k = 0;

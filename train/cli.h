@@ -66,6 +66,9 @@ void cli_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* cli_die(CLI_EXIT_RUNTIME, "<what>: <mha_strerror(st)>") unless st == MHA_OK. */
 void cli_check(int st, const char *what);
 
+/* The directory part of path into out[cap] ("." when path has no '/', "/" for a file in
+ * the root): where --resume writes by default, beside its checkpoint. */
+void cli_dirname(const char *path, char *out, size_t cap);
 /* Index of option `name` in opts[n]; n if absent. */
 size_t cli_index(const cli_opt *opts, size_t n, const char *name);
 

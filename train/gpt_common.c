@@ -55,7 +55,7 @@ const cli_opt GPT_TRAIN_OPTS[] = {
      "characters generated at the end into sample.txt (0 = none)", NULL},
     {"stop-after", CLI_U64, OFF(stop_after), 0, 1e9, 0, "N",
      "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL},
-    {"threads", CLI_INT, OFF(threads), 0, 1024, 0, "N",
+    {"threads", CLI_INT, OFF(threads), 0, 1024, 2, "N",
      "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible)", NULL},
     {"attention", CLI_CHOICE, OFF(attention), 0, 0, 2, "MODE",
      "stored (keeps the attention weights: heat maps) | recompute (memory-efficient; no "

@@ -18,7 +18,8 @@
  * run (as text), data_mode (bytes | utf8) and vocab (text_vocab_format).
  *
  * Exit status: 0 done; 1 runtime error; 2 bad option or input (text, prompt, checkpoint);
- * 3 training stopped on a non-finite loss or gradient.
+ * 3 training stopped on a non-finite loss or gradient; 130 / 143 training stopped by
+ * SIGINT / SIGTERM after finishing its step, checkpoint and reports written.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,9 @@ static void print_exit_status(void)
     printf("\nExit status: 0 done, 1 runtime error, 2 bad option or input (unusable text,\n"
            "prompt character outside the vocabulary, checkpoint of another program or model\n"
            "size), 3 training stopped on a non-finite loss or gradient (the last checkpoint\n"
+           "stays intact), 130 / 143 training stopped by Ctrl-C (SIGINT) / SIGTERM: the\n"
+           "current step is finished, a checkpoint and the reports are written and the\n"
+           "--resume command printed; a second signal stops at once (the last checkpoint\n"
            "stays intact).\n");
 }
 

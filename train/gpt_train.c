@@ -311,14 +311,8 @@ int gpt_train_main(int argc, char **argv, int first)
     if (c->resume[0]) {
         snprintf(what, sizeof what, "cannot resume from %s", c->resume);
         ck = gpt_open_checkpoint(c->resume, what, explicit_opt, c, &ck_vocab);
-        if (!explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "out")]) {
-            snprintf(c->out, sizeof c->out, "%s", c->resume); /* the checkpoint's directory */
-            char *slash = strrchr(c->out, '/');
-            if (slash && slash != c->out)
-                *slash = '\0';
-            else
-                snprintf(c->out, sizeof c->out, "%s", slash ? "/" : ".");
-        }
+        if (!explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "out")])
+            cli_dirname(c->resume, c->out, sizeof c->out); /* the checkpoint's directory */
     }
     check_options(c);
     load_data(t);
@@ -347,6 +341,9 @@ int gpt_train_main(int argc, char **argv, int first)
     snprintf(sum_path, sizeof sum_path, "%s/summary.json", c->out);
     snprintf(svg_path, sizeof svg_path, "%s/loss.svg", c->out);
     snprintf(smp_path, sizeof smp_path, "%s/sample.txt", c->out);
+    ckpt_remove_stale(t->ckpt_path); /* temporaries of killed saves */
+    ckpt_remove_stale(t->best_path);
+    report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
     report_csv csv;
     report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
@@ -437,6 +434,8 @@ int gpt_train_main(int argc, char **argv, int first)
                                  "  elapsed %s  left %s", prog.tty ? "  " : "",
                                  (unsigned long long)t->r.step, (unsigned long long)c->steps,
                                  loss, val, lr, sps * (double)(B * T), els, left);
+        if (report_stop_signal())
+            break; /* finish as at --stop-after; a second signal ends the process */
     }
     const double wall = report_now() - prog.t0;
     report_progress_end(&prog);
@@ -449,9 +448,11 @@ int gpt_train_main(int argc, char **argv, int first)
     write_loss_svg(t, svg_path, t->r.step);
     const size_t heat = c->attention == MHA_ATTN_STORED ? write_attention_svgs(t) : 0;
     char *sample = NULL;
+    const int sig = report_stop_signal();
     if (!completed)
-        printf("stopped after step %llu of %llu (--stop-after); continue with --resume %s\n",
-               (unsigned long long)t->r.step, (unsigned long long)c->steps, t->ckpt_path);
+        printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
+               (unsigned long long)t->r.step, (unsigned long long)c->steps,
+               sig ? report_signal_name(sig) : "--stop-after", t->ckpt_path);
     if (isfinite(t->last_ev[1]))
         printf("validation loss %.4f, training %.4f (step %llu; best validation %.4f at step "
                "%llu)  %.1f s, %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
@@ -477,5 +478,5 @@ int gpt_train_main(int argc, char **argv, int first)
            sample ? "  sample: " : "", sample ? smp_path : "", t->ckpt_path, t->best_path);
     free(sample);
     trainer_free(t);
-    return 0;
+    return sig ? 128 + sig : 0;
 }

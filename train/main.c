@@ -23,7 +23,8 @@
  * Resuming restores all of it, so a single-thread run continues bit for bit.
  *
  * Exit status: 0 done; 1 runtime error (I/O, library); 2 bad option or a checkpoint
- * that does not fit; 3 training stopped on a non-finite loss or gradient.
+ * that does not fit; 3 training stopped on a non-finite loss or gradient; 130 / 143
+ * stopped by SIGINT / SIGTERM after finishing its step (checkpoint and reports written).
  *
  * Options, checkpoint I/O, logs, JSON, pictures and the progress line are the modules
  * mha-gpt shares (cli.h, ckpt.h, report.h).
@@ -85,15 +86,16 @@ const cli_opt TRAIN_OPTS[] = {
      "steps between checkpoints (0 = only at the end)", NULL},
     {"stop-after", CLI_U64, OFF(stop_after), 0, 1e9, 0, "N",
      "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL},
-    {"threads", CLI_INT, OFF(threads), 0, 1024, 0, "N",
+    {"threads", CLI_INT, OFF(threads), 0, 1024, 2, "N",
      "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible)", NULL},
-    {"attention", CLI_CHOICE, OFF(attention), 0, 0, 0, "MODE",
+    {"attention", CLI_CHOICE, OFF(attention), 0, 0, 2, "MODE",
      "stored (saves the attention weights: heat maps) | recompute (memory-efficient: "
      "activation memory linear in the sequence length; no heat maps)", ATTN_NAMES},
-    {"pos-init", CLI_CHOICE, OFF(pos_init), 0, 0, 0, "NAME",
+    {"pos-init", CLI_CHOICE, OFF(pos_init), 0, 0, 2, "NAME",
      "initial positional embedding: uniform (±1) | sinusoidal (sin/cos; long sequences "
      "learn from it; still trained)", POSINIT_NAMES},
-    {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR", "output directory (default runs/<task>)", NULL},
+    {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
+     "output directory (default runs/<task>; with --resume, the checkpoint's directory)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint (unspecified options are taken from it)", NULL},
 };
@@ -195,7 +197,9 @@ static void print_help(void)
     }
     printf("  %-22s show this help and exit\n\n"
            "Exit status: 0 done, 1 runtime error, 2 bad option or unusable checkpoint,\n"
-           "3 stopped on a non-finite loss or gradient (the last checkpoint stays intact).\n",
+           "3 stopped on a non-finite loss or gradient (the last checkpoint stays intact),\n"
+           "130 / 143 stopped by Ctrl-C (SIGINT) / SIGTERM after finishing the step, with a\n"
+           "checkpoint and the reports written (a second signal stops at once).\n",
            "--help");
 }
 
@@ -340,10 +344,8 @@ int main(int argc, char **argv)
         cfg.warmup = cfg.steps / 10; /* the default warm-up is at most 10% of a short run */
     if (cfg.resume[0]) {
         resume_config(cfg.resume, explicit_opt, &cfg);
-        if (!explicit_opt[opt_index("out")]) {
-            /* default --out follows the checkpoint's task */
-            snprintf(cfg.out, sizeof cfg.out, "runs/%s", task_name((task_kind)cfg.task));
-        }
+        if (!explicit_opt[opt_index("out")]) /* the checkpoint's own directory */
+            cli_dirname(cfg.resume, cfg.out, sizeof cfg.out);
     }
     /* cross-option checks */
     if (cfg.model_dim % cfg.heads != 0)
@@ -411,6 +413,8 @@ int main(int argc, char **argv)
         double el;
         evaluate(&rs, &ev, &rs.hist.init[H_TOK], &rs.hist.init[H_SEQ], &el);
     }
+    ckpt_remove_stale(ckpt_path); /* temporaries of killed saves */
+    report_catch_stop_signals();
     report_csv csv;
     report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &rs.hist, rs.step);
 
@@ -520,6 +524,8 @@ int main(int argc, char **argv)
                                  (unsigned long long)cfg.steps, loss, 100 * acc_ema, 100 * tok,
                                  100 * seq, lr, sps, t, left);
         }
+        if (report_stop_signal())
+            break; /* finish as at --stop-after; a second signal ends the process */
     }
     const double wall = report_now() - prog.t0;
     report_progress_end(&prog);
@@ -544,9 +550,11 @@ int main(int argc, char **argv)
     snprintf(ex_path, sizeof ex_path, "%s/example.json", cfg.out);
     write_example_json(&rs, &ev, ex_path);
 
+    const int sig = report_stop_signal();
     if (rs.step < cfg.steps)
-        printf("stopped after step %llu of %llu (--stop-after); continue with --resume %s\n",
-               (unsigned long long)rs.step, (unsigned long long)cfg.steps, ckpt_path);
+        printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
+               (unsigned long long)rs.step, (unsigned long long)cfg.steps,
+               sig ? report_signal_name(sig) : "--stop-after", ckpt_path);
     printf("held-out accuracy (%zu examples): token %.2f%%, sequence %.2f%%  (%.1f s)\n",
            cfg.eval_size, 100 * tok, 100 * seq, wall);
     printf("pictures: %s", svg_path);
@@ -557,5 +565,5 @@ int main(int argc, char **argv)
     printf("\nlog: %s  summary: %s  checkpoint: %s\n", csv_path, sum_path, ckpt_path);
 
     run_free(&rs, &ev, &tr);
-    return 0;
+    return sig ? 128 + sig : 0;
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,44 @@ static int parse_row(const char *line, size_t cols, unsigned long long *step, do
     return *p == '\n' || *p == '\0';
 }
 
+/* ---- stopping on a signal ---- */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    if (stop_signal) { /* the second one: the default action, now (async-signal-safe) */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
+
+void report_catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* a signal must not fail the loop's writes with EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int report_stop_signal(void) { return (int)stop_signal; }
+
+const char *report_signal_name(int sig)
+{
+    static char buf[32];
+    if (sig == SIGINT)
+        return "SIGINT";
+    if (sig == SIGTERM)
+        return "SIGTERM";
+    snprintf(buf, sizeof buf, "signal %d", sig);
+    return buf;
+}
+
 void report_csv_open(report_csv *c, const char *path, const char *header,
                      const char *const *fmts, report_history *h, uint64_t step)
 {
@@ -118,6 +157,7 @@ void report_csv_open(report_csv *c, const char *path, const char *header,
     c->f = fopen(path, "w");
     if (!c->f)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, strerror(errno));
+    setvbuf(c->f, NULL, _IOLBF, 0); /* one write per row: a killed run leaves whole lines */
     fprintf(c->f, "%s\n", header);
     int has_init = 0;
     for (size_t k = 0; k < h->cols; k++)

@@ -84,6 +84,20 @@ void report_heatmaps(const char *path, const char *title, size_t heads, size_t r
                      size_t cols, const float *w, const char *const *row_labels,
                      const char *const *col_labels);
 
+/* ---- stopping on a signal ------------------------------------------------------------ */
+
+/* Catch SIGINT and SIGTERM for a training loop: the first one is only recorded — the
+ * loop polls report_stop_signal() after each step, then saves a checkpoint and its
+ * reports as at --stop-after and exits with 128 + the signal number (130 for Ctrl-C,
+ * 143 for SIGTERM); a second one takes the default action at once (the process ends:
+ * the CSV log holds only whole lines, being line-buffered, and a checkpoint being
+ * written is left as a temporary file, never as a partial checkpoint). */
+void report_catch_stop_signals(void);
+/* The first stop signal received (SIGINT or SIGTERM), or 0. */
+int report_stop_signal(void);
+/* "SIGINT" / "SIGTERM" / "signal N". Static storage. */
+const char *report_signal_name(int sig);
+
 /* ---- progress ------------------------------------------------------------------------ */
 
 typedef struct report_progress {
