@@ -90,7 +90,7 @@ typedef struct mha_block_config {
 typedef struct mha_gpt_config {
     size_t vocab;          /* V > 0 (<= INT32_MAX)                                      */
     size_t context;        /* T_max > 0: rows of wpe, the longest sequence               */
-    size_t layers;         /* L > 0                                                     */
+    size_t layers;         /* L, 1 .. 1024                                              */
     size_t heads;          /* H                                                          */
     size_t dim;            /* C, C % H == 0                                              */
     size_t mlp_dim;        /* F; 0 means 4·C                                            */

@@ -111,7 +111,8 @@ MHA_API int MHA_NAME(gpt_set_call_index)(MHA_NAME(gpt) *g, uint64_t n);
 
 /* Per-block key/value caches and scratch for generating `batch` sequences of up to
  * max_len (<= context) positions with model g. Owned; free with
- * MHA_NAME(gpt_infer_destroy). MHA_EINVAL, MHA_ENOMEM. */
+ * MHA_NAME(gpt_infer_destroy). MHA_EINVAL (NULL, a size 0), MHA_ESHAPE (max_len >
+ * context), MHA_EOVERFLOW, MHA_ENOMEM. */
 typedef struct MHA_NAME(gpt_infer) MHA_NAME(gpt_infer);
 MHA_API int MHA_NAME(gpt_infer_create)(MHA_NAME(gpt_infer) **out, MHA_NAME(gpt) *g,
                                        size_t batch, size_t max_len);
