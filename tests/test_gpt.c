@@ -142,6 +142,53 @@ static void gpt_block_grad_odd_recompute(void **state)
     check_block(3, 3, 6, 1, 0.1, 0.3, 0, MHA_ATTN_RECOMPUTE, 13);
 }
 
+/* The block is exactly the documented composition of the layers: LN1, the attention
+ * module (causal), dropout with PCG32(block seed, MHA_PCG32_STREAM_RESID_ATTN) at the
+ * block's call index, the residual, LN2, the MLP, dropout with
+ * MHA_PCG32_STREAM_RESID_MLP, the residual (float64, within 1e-12). */
+static void gpt_block_is_its_composition(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 5, C = 8, F = 32, N = B * T * C };
+    mha_block_config cfg = {.dim = C, .heads = 2, .resid_dropout = 0.5, .causal = 1,
+                            .seed = 77, .threads = 1};
+    mhad_block *blk;
+    assert_int_equal(mhad_block_create(&blk, &cfg, B, T), MHA_OK);
+    randomize_block(blk, 77);
+    double *p[MHA_BLOCK_NUM_TENSORS];
+    for (size_t i = 0; i < MHA_BLOCK_NUM_TENSORS; i++)
+        assert_int_equal(mhad_block_tensor(blk, i, NULL, &p[i], NULL), MHA_OK);
+    double x[N], y[N], n1[N], a[N], x1[N], n2[N], m[N], want[N], mean[B * T], rstd[B * T];
+    double h[B * T * F], act[B * T * F];
+    uint64_t keep[MHA_DROPOUT_WORDS(N)];
+    fill_uniform(x, N, -1.0, 1.0, 78);
+    assert_int_equal(mhad_block_set_call_index(blk, 7), MHA_OK);
+    assert_int_equal(mhad_block_forward(blk, 1, B, T, x, y), MHA_OK);
+
+    assert_int_equal(mhad_layernorm_forward(B * T, C, 1e-5, x, p[0], p[1], n1, mean, rstd),
+                     MHA_OK);
+    mhad_cache *c;
+    mhad_module *attn = mhad_block_attention(blk);
+    assert_int_equal(mhad_cache_create(&c, attn, B, T, T), MHA_OK);
+    const mha_mask causal = {.causal = 1, .mask_batch = 1, .mask_heads = 1};
+    assert_int_equal(mhad_forward(attn, c, 0, B, T, n1, T, NULL, &causal, a), MHA_OK);
+    assert_int_equal(mhad_dropout_forward(N, 0.5, 77, MHA_PCG32_STREAM_RESID_ATTN, 7, a, a, keep),
+                     MHA_OK);
+    for (int i = 0; i < N; i++)
+        x1[i] = x[i] + a[i];
+    assert_int_equal(mhad_layernorm_forward(B * T, C, 1e-5, x1, p[10], p[11], n2, mean, rstd),
+                     MHA_OK);
+    assert_int_equal(mhad_mlp_forward(B * T, C, F, n2, p[12], p[13], p[14], p[15], h, act, m),
+                     MHA_OK);
+    assert_int_equal(mhad_dropout_forward(N, 0.5, 77, MHA_PCG32_STREAM_RESID_MLP, 7, m, m, keep),
+                     MHA_OK);
+    for (int i = 0; i < N; i++)
+        want[i] = x1[i] + m[i];
+    assert_true(max_abs_diff(y, want, N) <= 1e-12);
+    mhad_cache_destroy(c);
+    mhad_block_destroy(blk);
+}
+
 /* ---- model ------------------------------------------------------------------- */
 
 typedef struct gpt_problem {
@@ -693,6 +740,7 @@ int main(void)
         cmocka_unit_test(gpt_block_grad_plain),
         cmocka_unit_test(gpt_block_grad_dropout),
         cmocka_unit_test(gpt_block_grad_odd_recompute),
+        cmocka_unit_test(gpt_block_is_its_composition),
         cmocka_unit_test(gpt_model_grad_plain),
         cmocka_unit_test(gpt_model_grad_dropout),
         cmocka_unit_test(gpt_model_f32_matches_f64),
