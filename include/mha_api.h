@@ -42,7 +42,8 @@ MHA_API int MHA_NAME(get_config)(const MHA_NAME(module) *m, mha_config *cfg);
 /* Re-draw all parameters as PyTorch's default nn.Linear init, in state_dict order
  * (w_q.weight, w_q.bias, ..., w_o.bias), each element
  *   u = mha_pcg32_double(rng), value = (2u − 1) / √D
- * with rng = mha_pcg32_seed(seed, MHA_PCG32_STREAM_INIT). Gradients untouched. */
+ * drawn from an mha_pcg32 rng set up by mha_pcg32_seed(&rng, seed, MHA_PCG32_STREAM_INIT).
+ * Gradients untouched. */
 MHA_API int MHA_NAME(reset_parameters)(MHA_NAME(module) *m, uint64_t seed);
 
 /* ---- Parameters and gradients ------------------------------------------------ */

@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,8 @@ static void gc_accumulate(mha_gc_result *r, const gc_opts *o, size_t idx, double
     double rel = scale > 0.0 ? err / scale : err; /* err is 0 (or NaN) when scale is 0 */
     double ratio = err / (o->atol + o->rtol * fabs(n));
 
+    if (isnan(a) || fabs(a) > r->max_abs_analytic)
+        r->max_abs_analytic = isnan(r->max_abs_analytic) ? r->max_abs_analytic : fabs(a);
     if (isnan(err) || err > r->max_abs_err)
         r->max_abs_err = isnan(r->max_abs_err) ? r->max_abs_err : err;
     if (isnan(rel) || rel > r->max_rel_err)
@@ -203,5 +206,29 @@ int mha_gradcheck(mha_gc_loss_fn loss, void *ctx, const mha_gc_tensor *tensors,
             return rc;
         results[t] = r;
     }
+    return MHA_OK;
+}
+
+int mha_gc_format(const mha_gc_result *r, const char *name, char *buf, size_t size)
+{
+    if (r == NULL || buf == NULL || size == 0)
+        return MHA_EINVAL;
+    const int pass = r->worst_ratio <= 1.0; /* false for NaN */
+    int w = snprintf(buf, size, "%s: %s (worst ratio %.3g %s 1)", name != NULL ? name : "tensor",
+                     pass ? "pass" : "FAIL", r->worst_ratio, pass ? "<=" : ">");
+    if (w >= 0 && (size_t)w < size && !pass)
+        w += snprintf(buf + w, size - (size_t)w, " at %zu: analytic %.12g numeric %.12g",
+                      r->worst_index, r->worst_analytic, r->worst_numeric);
+    if (w >= 0 && (size_t)w < size) {
+        if (r->max_abs_analytic == 0.0)
+            w += snprintf(buf + w, size - (size_t)w,
+                          ", max |a-n| %.3g; analytic gradient exactly 0, so rel is meaningless",
+                          r->max_abs_err);
+        else
+            w += snprintf(buf + w, size - (size_t)w, ", max |a-n| %.3g, max rel %.3g",
+                          r->max_abs_err, r->max_rel_err);
+    }
+    if (w >= 0 && (size_t)w < size)
+        snprintf(buf + w, size - (size_t)w, ", %zu compared", r->compared);
     return MHA_OK;
 }

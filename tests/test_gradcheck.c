@@ -495,6 +495,116 @@ static void gradcheck_directions_follow_seed(void **unused)
     assert_values_restored(&p);
 }
 
+/* Recorder for gradcheck_direction_bits: a tensor x [NB] around 0 and the signs of
+ * every evaluation's perturbation x/h (loss Σ x, gradient 1). */
+enum { NB = 70, NB_DIRS = 2 };
+typedef struct bit_probe {
+    double x[NB], g[NB];
+    int sign[2 * NB_DIRS][NB]; /* call c: sign of x_i (+1, −1, or 0 if x_i is 0) */
+    size_t calls;
+} bit_probe;
+
+static int bit_loss(void *ctx, double *loss)
+{
+    bit_probe *q = ctx;
+    double s = 0.0;
+    for (size_t i = 0; i < NB; i++) {
+        if (q->calls < 2 * NB_DIRS)
+            q->sign[q->calls][i] = (q->x[i] > 0) - (q->x[i] < 0);
+        s += q->x[i];
+    }
+    q->calls++;
+    *loss = s;
+    return 0;
+}
+
+/* The documented direction signs (src/gradcheck.c): one PCG32 generator seeded
+ * (seed, 0x6763) per call; element i of direction d takes bit i mod 32 of the
+ * generator's (d·⌈n/32⌉ + i div 32)-th output, 1 → +1, 0 → −1; call 2d+1 is
+ * x + h·v_d, call 2d+2 is x − h·v_d. n = 70 crosses two word boundaries. */
+static void gradcheck_direction_bits(void **unused)
+{
+    (void)unused;
+    bit_probe q;
+    memset(&q, 0, sizeof q);
+    for (size_t i = 0; i < NB; i++)
+        q.g[i] = 1.0;
+    mha_gc_tensor t = {"x", q.x, q.g, NB};
+    const mha_gc_options opt = {.directions = NB_DIRS, .seed = 12345u};
+    mha_gc_result res;
+    assert_int_equal(mha_gradcheck(bit_loss, &q, &t, 1, &opt, &res), MHA_OK);
+    assert_int_equal(q.calls, 2 * NB_DIRS);
+    mha_pcg32 rng;
+    mha_pcg32_seed(&rng, 12345u, 0x6763u); /* MHA_GC_STREAM */
+    int plus = 0;
+    for (size_t d = 0; d < NB_DIRS; d++) {
+        uint32_t word = 0;
+        for (size_t i = 0; i < NB; i++) {
+            if (i % 32 == 0)
+                word = mha_pcg32_next(&rng);
+            const int v = ((word >> (i % 32)) & 1u) ? 1 : -1;
+            plus += v > 0;
+            assert_int_equal(q.sign[2 * d][i], v);
+            assert_int_equal(q.sign[2 * d + 1][i], -v);
+        }
+    }
+    assert_true(plus > 0 && plus < (int)(NB * NB_DIRS)); /* both signs occur */
+}
+
+/* A tensor whose analytic gradient is exactly 0 while the numeric one is rounding
+ * noise passes, max_rel_err is the meaningless 1 the header warns about, and
+ * mha_gc_format says "exactly 0" instead of quoting it; a failing tensor's line
+ * says FAIL with the worst element. */
+static int noisy_zero_loss(void *ctx, double *loss)
+{
+    const double *x = ctx;
+    /* does not depend on x mathematically, but rounding of 1e3 + x − x shows */
+    *loss = (1e3 + x[0]) - x[0] + (1e3 + x[1]) - x[1];
+    return 0;
+}
+
+static void gradcheck_format_exact_zero(void **unused)
+{
+    (void)unused;
+    double x[2] = {0.3, -0.7}, g[2] = {0.0, 0.0};
+    mha_gc_tensor t = {"w_k.bias", x, g, 2};
+    mha_gc_result r;
+    const mha_gc_options opt = {.step = 1e-9};
+    assert_int_equal(mha_gradcheck(noisy_zero_loss, x, &t, 1, &opt, &r), MHA_OK);
+    char line[256];
+    assert_int_equal(mha_gc_format(&r, t.name, line, sizeof line), MHA_OK);
+    print_message("%s\n", line);
+    assert_true(r.worst_ratio <= 1.0);
+    assert_true(r.max_abs_analytic == 0.0);
+    assert_non_null(strstr(line, "w_k.bias: pass"));
+    assert_non_null(strstr(line, "exactly 0"));
+    if (r.max_abs_err > 0.0) /* the noise the old message reported as rel 1.00e+00 */
+        assert_true(r.max_rel_err == 1.0);
+
+    /* a wrong gradient: FAIL, the worst element, and the relative error */
+    sine_problem p;
+    sine_setup(&p);
+    p.gw[4] += 0.5;
+    mha_gc_tensor ts[2];
+    sine_tensors(&p, ts);
+    mha_gc_result rs[2];
+    assert_int_equal(mha_gradcheck(sine_loss, &p, ts, 2, NULL, rs), MHA_OK);
+    assert_int_equal(mha_gc_format(&rs[1], "w", line, sizeof line), MHA_OK);
+    print_message("%s\n", line);
+    assert_non_null(strstr(line, "w: FAIL"));
+    assert_non_null(strstr(line, " at 4: "));
+    assert_non_null(strstr(line, "max rel"));
+    assert_int_equal(mha_gc_format(&rs[0], NULL, line, sizeof line), MHA_OK);
+    assert_non_null(strstr(line, "tensor: pass"));
+    /* truncation keeps a NUL; bad arguments */
+    char tiny[8];
+    assert_int_equal(mha_gc_format(&rs[1], "w", tiny, sizeof tiny), MHA_OK);
+    assert_int_equal(strlen(tiny), sizeof tiny - 1);
+    assert_int_equal(mha_gc_format(NULL, "w", line, sizeof line), MHA_EINVAL);
+    assert_int_equal(mha_gc_format(&r, "w", NULL, sizeof line), MHA_EINVAL);
+    assert_int_equal(mha_gc_format(&r, "w", line, 0), MHA_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -509,6 +619,8 @@ int main(void)
         cmocka_unit_test(gradcheck_invalid_arguments),
         cmocka_unit_test(gradcheck_defaults_and_options),
         cmocka_unit_test(gradcheck_directions_follow_seed),
+        cmocka_unit_test(gradcheck_direction_bits),
+        cmocka_unit_test(gradcheck_format_exact_zero),
     };
     return cmocka_run_group_tests_name("gradcheck", tests, NULL, NULL);
 }

@@ -541,10 +541,53 @@ static void api_cache_bytes(void **state)
     mha_destroy(mf);
 }
 
+/* A mask of full shape [B, H, Sq, Sk] is read at (b, h): each (b, h) slice masks a
+ * different key per row (j = (b·H + h + i) mod Sk), so reading it as (h, b) moves
+ * the zeros (B = H = 2: slices (0,1) and (1,0) differ). STORED weights are 0
+ * exactly there and positive elsewhere; RECOMPUTE gives the same output. */
+static void api_mask_full_shape(void **state)
+{
+    (void)state;
+    const size_t B = 2, H = 2, Sq = 3, Sk = 4, D = 4;
+    mha_config cfg = {.model_dim = D, .num_heads = H, .seed = 5, .threads = 1};
+    mha_module *m = NULL;
+    mha_cache *c = NULL, *cr = NULL;
+    assert_int_equal(mha_create(&m, &cfg), MHA_OK);
+    assert_int_equal(mha_cache_create_mode(&c, m, B, Sq, Sk, MHA_ATTN_STORED), MHA_OK);
+    assert_int_equal(mha_cache_create_mode(&cr, m, B, Sq, Sk, MHA_ATTN_RECOMPUTE), MHA_OK);
+    float xq[B * Sq * D], xc[B * Sk * D], out[B * Sq * D], outr[B * Sq * D];
+    fill_uniform_f(xq, B * Sq * D, -2, 2, 21);
+    fill_uniform_f(xc, B * Sk * D, -2, 2, 22);
+    uint8_t mask[B * H * Sq * Sk];
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < Sq; i++)
+                for (size_t j = 0; j < Sk; j++)
+                    mask[((b * H + h) * Sq + i) * Sk + j] = j != (b * H + h + i) % Sk;
+    mha_mask mk = {.mask = mask, .mask_batch = B, .mask_heads = H};
+    assert_int_equal(mha_forward(m, c, 0, B, Sq, xq, Sk, xc, &mk, out), MHA_OK);
+    assert_int_equal(mha_forward(m, cr, 0, B, Sq, xq, Sk, xc, &mk, outr), MHA_OK);
+    const float *w;
+    size_t s[4];
+    assert_int_equal(mha_cache_attention(c, &w, s), MHA_OK);
+    for (size_t k = 0; k < B * H * Sq * Sk; k++) {
+        if (mask[k])
+            assert_true(w[k] > 0.0f);
+        else
+            assert_true(w[k] == 0.0f);
+    }
+    for (size_t k = 0; k < B * Sq * D; k++)
+        assert_close(outr[k], out[k], 1e-5, 1e-5);
+    mha_cache_destroy(c);
+    mha_cache_destroy(cr);
+    mha_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(api_status_table),
+        cmocka_unit_test(api_mask_full_shape),
         cmocka_unit_test(api_create_invalid),
         cmocka_unit_test(api_overflow_refused),
         cmocka_unit_test(api_tensor_layout),

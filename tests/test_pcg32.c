@@ -348,6 +348,31 @@ static void pcg32_bounded_range_and_chi_square(void **unused)
     }
 }
 
+/* mha_pcg32_double, exactly: ((a >> 5)·2^26 + (b >> 6))·2^-53 from the PCG authors'
+ * first outputs for (42, 54) (0xa15c02b7 0x7b47f409 0xba1d3330 0x83d2f293), and for
+ * the next 100 doubles from the pairs mha_pcg32_next gives a copy of the generator.
+ * A changed shift or word order in either half changes these bits. */
+static double double_of(uint32_t a, uint32_t b)
+{
+    return ((double)(a >> 5) * 67108864.0 + (double)(b >> 6)) * 0x1.0p-53;
+}
+
+static void pcg32_double_exact_values(void **unused)
+{
+    (void)unused;
+    mha_pcg32 rng;
+    mha_pcg32_seed(&rng, 42u, 54u);
+    assert_true(mha_pcg32_double(&rng) == double_of(0xa15c02b7u, 0x7b47f409u));
+    assert_true(mha_pcg32_double(&rng) == double_of(0xba1d3330u, 0x83d2f293u));
+    assert_true(double_of(0xa15c02b7u, 0x7b47f409u) == 0x1.42b8055ed1fd0p-1);
+    mha_pcg32 copy = rng;
+    for (int k = 0; k < 100; k++) {
+        const uint32_t a = mha_pcg32_next(&copy), b = mha_pcg32_next(&copy);
+        assert_true(mha_pcg32_double(&rng) == double_of(a, b));
+    }
+    assert_true(rng.state == copy.state); /* two outputs per double */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +384,7 @@ int main(void)
         cmocka_unit_test(pcg32_float_of_first_output),
         cmocka_unit_test(pcg32_float_double_below_one_at_max_output),
         cmocka_unit_test(pcg32_float_double_range),
+        cmocka_unit_test(pcg32_double_exact_values),
         cmocka_unit_test(pcg32_bounded_invalid_draws_nothing),
         cmocka_unit_test(pcg32_bounded_range_and_chi_square),
     };
