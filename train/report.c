@@ -296,17 +296,64 @@ cJSON *report_config_json(const cli_opt *opts, size_t n, const void *cfg)
 
 void report_smooth(const double *y, size_t n, double *out)
 {
-    const size_t w = n / 100 > 1 ? n / 100 : 1; /* half-width of the window */
+    if (n == 0)
+        return;
+    /* weights r^|i-k| around each point i, r = exp(-1/tau); the fit's sums by two
+     * recursive passes. Forward (k <= i), per point, with d = i - k and m_k = 1 for a
+     * finite y_k, else 0:  F0 = Σ r^d m, F1 = Σ r^d d m, F2 = Σ r^d d² m,
+     * G0 = Σ r^d m y, G1 = Σ r^d d m y. The backward pass (k >= i) runs the same
+     * recursions from the end and combines them with the stored forward sums. */
+    const double tau = n / 200 > 1 ? (double)(n / 200) : 1.0, r = exp(-1.0 / tau);
+    double *fw = malloc(5 * n * sizeof(double)); /* [n, 5]: F0 F1 F2 G0 G1 */
+    if (!fw)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    int logs = 1; /* every finite value > 0: fit log y (a loss falling over decades) */
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(y[i]) && !(y[i] > 0))
+            logs = 0;
+#define VAL(i) (logs ? log(y[i]) : y[i])
+    double lo = INFINITY, hi = -INFINITY;
+    double F0 = 0, F1 = 0, F2 = 0, G0 = 0, G1 = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t lo = i > w ? i - w : 0, hi = i + w < n ? i + w : n - 1, cnt = 0;
-        double sum = 0;
-        for (size_t k = lo; k <= hi; k++)
-            if (isfinite(y[k])) {
-                sum += y[k];
-                cnt++;
-            }
-        out[i] = cnt ? sum / (double)cnt : NAN;
+        const double m = isfinite(y[i]) ? 1.0 : 0.0, my = m ? VAL(i) : 0.0;
+        /* shift the sums one step away (d → d + 1), then add point i at d = 0 */
+        F2 = r * (F2 + 2 * F1 + F0);
+        F1 = r * (F1 + F0);
+        F0 = r * F0 + m;
+        G1 = r * (G1 + G0);
+        G0 = r * G0 + my;
+        double *q = fw + 5 * i;
+        q[0] = F0, q[1] = F1, q[2] = F2, q[3] = G0, q[4] = G1;
+        if (m) {
+            lo = fmin(lo, my);
+            hi = fmax(hi, my);
+        }
     }
+    double B0 = 0, B1 = 0, B2 = 0, H0 = 0, H1 = 0;
+    for (size_t i = n; i-- > 0;) {
+        const double m = isfinite(y[i]) ? 1.0 : 0.0, my = m ? VAL(i) : 0.0;
+        B2 = r * (B2 + 2 * B1 + B0);
+        B1 = r * (B1 + B0);
+        B0 = r * B0 + m;
+        H1 = r * (H1 + H0);
+        H0 = r * H0 + my;
+        const double *q = fw + 5 * i;
+        /* offsets e = k - i over all k: point i is in both passes once */
+        const double S0 = q[0] + B0 - m, S1 = B1 - q[1], S2 = q[2] + B2;
+        const double T0 = q[3] + H0 - my, T1 = H1 - q[4];
+        const double det = S0 * S2 - S1 * S1;
+        if (!(S0 > 0)) {
+            out[i] = NAN;
+            continue;
+        }
+        /* weighted least squares y ≈ a + b e; a at e = 0. Where the weights are
+         * symmetric S1 = 0 and a = T0 / S0, the weighted mean. */
+        double a = det > 1e-9 * S0 * S2 ? (S2 * T0 - S1 * T1) / det : T0 / S0;
+        a = fmin(fmax(a, lo), hi);
+        out[i] = logs ? exp(a) : a;
+    }
+#undef VAL
+    free(fw);
 }
 
 void report_heatmaps(const char *path, const char *title, size_t heads, size_t rows,

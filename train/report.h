@@ -75,8 +75,20 @@ cJSON *report_config_json(const cli_opt *opts, size_t n, const void *cfg);
 
 /* ---- pictures ------------------------------------------------------------------------ */
 
-/* out[i] = centred moving mean of y over 2w+1 points (clipped at the ends), w = n/100
- * or 1; non-finite points are skipped (NaN if a window has none). */
+/* A smoothed copy of y[n] without lag: out[i] is a straight line fitted to y by least
+ * squares with weights exp(-|k - i| / tau) over every point k, evaluated at i
+ * (exponentially weighted local-linear regression; tau = n/200 steps, at least 1).
+ * Within the series the weights are symmetric and this is their weighted mean (a
+ * two-sided exponential filter, zero phase): a step's midpoint stays at the step and a
+ * single spike stays a centred peak decaying both ways, not a block. At the ends, where
+ * the weights are one-sided, the line removes the lag a mean would have there; the
+ * result is kept within [min y, max y]. Constants and straight lines come out unchanged.
+ * When every finite y is > 0 (a loss), the fit is made to log y and exponentiated: a
+ * geometric mean, so a fall over decades on mha-train's log-scale chart shows no lag
+ * (an arithmetic mean there sits above the curve where it falls); exponential decays
+ * then come out unchanged instead of straight lines.
+ * Non-finite points are skipped (NaN where no finite point has weight). O(n): two passes
+ * with recursive sums, 40·n bytes of scratch (exit 1 if it cannot be allocated). */
 void report_smooth(const double *y, size_t n, double *out);
 /* Heat maps of attention weights w [heads, rows, cols] (float) through
  * svg_write_heatmaps; exit 1 on failure. */
