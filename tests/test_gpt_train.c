@@ -12,11 +12,13 @@
  * temporaries of killed saves are cleaned up. */
 #include "test_util.h"
 
+#include <cJSON.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -38,6 +40,58 @@
 static int gpt(const char *tag, const char *args)
 {
     return run_prog(MHA_GPT_EXE, tag, args);
+}
+
+/* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
+ * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
+ * which differs between runs). */
+static void assert_same_checkpoint(const char *a, const char *b)
+{
+    char pa[512], pb[512], err[256];
+    snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
+    snprintf(pb, sizeof pb, "%s/%s", tmpdir, b);
+    st_file *fa = NULL, *fb = NULL;
+    assert_int_equal(st_load(pa, &fa, err, sizeof err), MHA_OK);
+    assert_int_equal(st_load(pb, &fb, err, sizeof err), MHA_OK);
+    assert_int_equal(st_count(fa), st_count(fb));
+    for (size_t i = 0; i < st_count(fa); i++) {
+        st_tensor x, y;
+        assert_int_equal(st_tensor_at(fa, i, &x), MHA_OK);
+        assert_int_equal(st_tensor_at(fb, i, &y), MHA_OK);
+        assert_string_equal(x.name, y.name);
+        assert_int_equal(x.dtype, y.dtype);
+        assert_int_equal(x.ndim, y.ndim);
+        size_t n = st_dtype_size(x.dtype);
+        for (size_t d = 0; d < x.ndim; d++) {
+            assert_int_equal(x.shape[d], y.shape[d]);
+            n *= x.shape[d];
+        }
+        if (memcmp(x.data, y.data, n) != 0)
+            fail_msg("%s and %s differ in tensor %s", a, b, x.name);
+    }
+    st_free(fa);
+    st_free(fb);
+    cJSON *m[2];
+    const char *paths[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        size_t len;
+        char *bytes = slurp(paths[k], &len);
+        assert_non_null(bytes);
+        uint64_t hn = 0;
+        for (int i = 0; i < 8; i++)
+            hn |= (uint64_t)(unsigned char)bytes[i] << (8 * i);
+        cJSON *h = cJSON_ParseWithLength(bytes + 8, (size_t)hn);
+        assert_non_null(h);
+        m[k] = cJSON_DetachItemFromObjectCaseSensitive(h, "__metadata__");
+        assert_non_null(m[k]);
+        assert_non_null(cJSON_GetObjectItemCaseSensitive(m[k], "elapsed_seconds"));
+        cJSON_DeleteItemFromObjectCaseSensitive(m[k], "elapsed_seconds");
+        cJSON_Delete(h);
+        free(bytes);
+    }
+    assert_true(cJSON_Compare(m[0], m[1], 1));
+    cJSON_Delete(m[0]);
+    cJSON_Delete(m[1]);
 }
 
 /* small.txt: the first 20,000 characters of Tiny Shakespeare (58 distinct). */
@@ -143,8 +197,8 @@ static void test_gpt_train_resume_bitwise(void **state)
     }
     assert_file_contains("res.out", "resumed from part/checkpoint.safetensors at step 20");
     assert_same_file("full/train_log.csv", "part/train_log.csv");
-    assert_same_file("full/checkpoint.safetensors", "part/checkpoint.safetensors");
-    assert_same_file("full/best.safetensors", "part/best.safetensors");
+    assert_same_checkpoint("full/checkpoint.safetensors", "part/checkpoint.safetensors");
+    assert_same_checkpoint("full/best.safetensors", "part/best.safetensors");
     assert_same_file("full/sample.txt", "part/sample.txt");
     double a = summary_number("full/summary.json", "val_loss");
     double b = summary_number("part/summary.json", "val_loss");
@@ -508,6 +562,56 @@ static void test_gpt_train_nonfinite(void **state)
     assert_int_equal(gpt("nfs", "sample --checkpoint nf/checkpoint.safetensors --chars 5"), 0);
 }
 
+/* Resuming and limits: a finished run resumed as it is exits 0 saying so; a larger
+ * --steps continues it (its summary counts the earlier part's time: wall_seconds at
+ * least the first part's elapsed_seconds); a --steps below the checkpoint's step, too
+ * many threads, an --out that is a file and a FIFO as --resume are refused with exit 2
+ * naming the option; a diverging run without a checkpoint does not name one. */
+static void test_gpt_train_resume_limits(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("a", "train " TINY " --steps 6 --warmup 1 --eval-every 3 "
+                              "--sample-chars 0 --out a"), 0);
+    assert_int_equal(gpt("fin", "train --resume a/checkpoint.safetensors"), 0);
+    assert_file_contains("fin.out", "finished run (step 6 of --steps 6)");
+    assert_int_equal(gpt("less", "train --resume a/checkpoint.safetensors --steps 4"), 2);
+    assert_file_contains("less.err", "--steps");
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/a/checkpoint.safetensors", tmpdir);
+    st_file *f = NULL;
+    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    const char *el = st_meta(f, "elapsed_seconds");
+    assert_non_null(el);
+    const double first = strtod(el, NULL);
+    st_free(f);
+    assert_int_equal(gpt("ext", "train --resume a/checkpoint.safetensors --steps 9"), 0);
+    assert_file_contains("ext.out", "--steps changed");
+    assert_int_equal((int)summary_number("a/summary.json", "steps"), 9);
+    assert_true(summary_number("a/summary.json", "wall_seconds") >= first);
+
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long max = 4 * (cpus > 0 ? cpus : 1);
+    char args[512];
+    snprintf(args, sizeof args, "train " TINY " --steps 2 --warmup 1 --threads %ld --out never",
+             max < 256 ? max + 1 : 257);
+    assert_int_equal(gpt("thr", args), 2);
+    assert_file_contains("thr.err", "--threads");
+    write_file("afile", "x", 1);
+    assert_int_equal(gpt("out", "train " TINY " --steps 2 --warmup 1 --out afile"), 2);
+    assert_file_contains("out.err", "--out");
+    assert_false(file_exists("never"));
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(gpt("fifo", "train --resume fifo"), 2);
+    assert_file_contains("fifo.err", "not a regular file");
+    assert_int_equal(gpt("fifo2", "sample --checkpoint fifo"), 2);
+    assert_int_equal(gpt("nf0", "train " TINY " --steps 50 --warmup 0 --lr 1e6 --min-lr 1e6 "
+                                "--clip 0 --ckpt-every 0 --out nf0"), 3);
+    assert_file_contains("nf0.err", "No checkpoint was written");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -519,6 +623,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gpt_bad_checkpoints_and_options, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_train_nonfinite, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_resume_limits, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_train_stops_on_signal, tmpdir_setup,
                                         tmpdir_teardown),
     };

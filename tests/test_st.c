@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mha_pcg32.h"
@@ -854,6 +855,62 @@ static void st_save_failure_keeps_old_file(void **state)
 
 /* ---- fixtures and main ------------------------------------------------------------------- */
 
+/* A large file is judged by its header before its data is read: a 3 GiB sparse file
+ * (no disk used) whose header is malformed, or whose valid header's tensors do not account
+ * for the 3 GiB, is refused as EFORMAT after reading only the header (fast, no 3 GiB
+ * allocation: the test runs under a 1 GiB address-space limit in a child process). A
+ * FIFO is refused as not a regular file without waiting for a writer. */
+static void st_load_checks_header_first(void **state)
+{
+    (void)state;
+    char big[600], fifo[600];
+    path_in(big, sizeof big, "big.safetensors");
+    path_in(fifo, sizeof fifo, "fifo.safetensors");
+    const char *headers[2] = {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]",
+                              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"};
+    const char *want[2] = {"header", "belong to no tensor"};
+    for (int k = 0; k < 2; k++) {
+        FILE *fp = fopen(big, "wb");
+        assert_non_null(fp);
+        const uint64_t n = strlen(headers[k]);
+        unsigned char size[8];
+        for (int i = 0; i < 8; i++)
+            size[i] = (unsigned char)(n >> (8 * i));
+        assert_int_equal(fwrite(size, 1, 8, fp), 8);
+        assert_int_equal(fwrite(headers[k], 1, n, fp), n);
+        assert_int_equal(fclose(fp), 0);
+        assert_int_equal(truncate(big, (off_t)3 << 30), 0); /* sparse: 3 GiB of zeros */
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) { /* a child under a 1 GiB address-space limit (not under ASan or
+                           valgrind: they reserve far more address space themselves) */
+#if !defined(__SANITIZE_ADDRESS__)
+            const char *pre = getenv("LD_PRELOAD");
+            if (!pre || !strstr(pre, "vgpreload")) {
+                struct rlimit rl = {(rlim_t)1 << 30, (rlim_t)1 << 30};
+                setrlimit(RLIMIT_AS, &rl);
+            }
+#endif
+            st_file *f = NULL;
+            char err[256] = "";
+            int st = st_load(big, &f, err, sizeof err);
+            _exit(st == MHA_EFORMAT && f == NULL && strstr(err, want[k]) ? 0 : 1);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_int_equal(remove(big), 0);
+    }
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    st_file *f = NULL;
+    char err[256] = "";
+    assert_int_equal(st_load(fifo, &f, err, sizeof err), MHA_EIO);
+    assert_null(f);
+    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_equal(remove(fifo), 0);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -878,6 +935,7 @@ int main(void)
         cmocka_unit_test(st_refuses_bad_size_field),
         cmocka_unit_test(st_accepts_other_writers),
         cmocka_unit_test(st_load_io_errors),
+        cmocka_unit_test(st_load_checks_header_first),
         cmocka_unit_test(st_save_missing_directory),
         cmocka_unit_test(st_save_replaces_existing),
         cmocka_unit_test(st_save_failure_keeps_old_file),

@@ -15,10 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 
 #include "mha.h"
+#include "mha_optim.h"
 #include "model.h"
 #include "st.h"
 #include "tasks.h"
@@ -34,6 +37,58 @@
 static int run(const char *tag, const char *args)
 {
     return run_prog(MHA_TRAIN_EXE, tag, args);
+}
+
+/* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
+ * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
+ * which differs between runs). */
+static void assert_same_checkpoint(const char *a, const char *b)
+{
+    char pa[512], pb[512], err[256];
+    snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
+    snprintf(pb, sizeof pb, "%s/%s", tmpdir, b);
+    st_file *fa = NULL, *fb = NULL;
+    assert_int_equal(st_load(pa, &fa, err, sizeof err), MHA_OK);
+    assert_int_equal(st_load(pb, &fb, err, sizeof err), MHA_OK);
+    assert_int_equal(st_count(fa), st_count(fb));
+    for (size_t i = 0; i < st_count(fa); i++) {
+        st_tensor x, y;
+        assert_int_equal(st_tensor_at(fa, i, &x), MHA_OK);
+        assert_int_equal(st_tensor_at(fb, i, &y), MHA_OK);
+        assert_string_equal(x.name, y.name);
+        assert_int_equal(x.dtype, y.dtype);
+        assert_int_equal(x.ndim, y.ndim);
+        size_t n = st_dtype_size(x.dtype);
+        for (size_t d = 0; d < x.ndim; d++) {
+            assert_int_equal(x.shape[d], y.shape[d]);
+            n *= x.shape[d];
+        }
+        if (memcmp(x.data, y.data, n) != 0)
+            fail_msg("%s and %s differ in tensor %s", a, b, x.name);
+    }
+    st_free(fa);
+    st_free(fb);
+    cJSON *m[2];
+    const char *paths[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        size_t len;
+        char *bytes = slurp(paths[k], &len);
+        assert_non_null(bytes);
+        uint64_t hn = 0;
+        for (int i = 0; i < 8; i++)
+            hn |= (uint64_t)(unsigned char)bytes[i] << (8 * i);
+        cJSON *h = cJSON_ParseWithLength(bytes + 8, (size_t)hn);
+        assert_non_null(h);
+        m[k] = cJSON_DetachItemFromObjectCaseSensitive(h, "__metadata__");
+        assert_non_null(m[k]);
+        assert_non_null(cJSON_GetObjectItemCaseSensitive(m[k], "elapsed_seconds"));
+        cJSON_DeleteItemFromObjectCaseSensitive(m[k], "elapsed_seconds");
+        cJSON_Delete(h);
+        free(bytes);
+    }
+    assert_true(cJSON_Compare(m[0], m[1], 1));
+    cJSON_Delete(m[0]);
+    cJSON_Delete(m[1]);
 }
 
 /* Interrupt (--stop-after 13) and resume (no other option: the config, --threads
@@ -106,15 +161,10 @@ static void test_train_resume_bitwise(void **state)
             if (memcmp(&x, &y, sizeof x) != 0)
                 fail_msg("%s: summary %s differs: %.17g vs %.17g", name, keys[k], x, y);
         }
-        /* the final checkpoints are byte-identical too */
+        /* the final checkpoints are identical too (but for the wall time so far) */
         snprintf(s1, sizeof s1, "%s/checkpoint.safetensors", full);
         snprintf(s2, sizeof s2, "%s/checkpoint.safetensors", part);
-        char *k1 = slurp(s1, &n1), *k2 = slurp(s2, &n2);
-        assert_non_null(k1);
-        assert_non_null(k2);
-        assert_true(n1 == n2 && memcmp(k1, k2, n1) == 0);
-        free(k1);
-        free(k2);
+        assert_same_checkpoint(s1, s2);
     }
 }
 
@@ -493,11 +543,11 @@ static size_t numel_of(const st_tensor *t)
 /* Values that no config key accepts. */
 static const char *const META_GARBAGE[] = {"",    "x",   "-1",  " -1", "1e999",
                                            "nan", "inf", "3x",  "18446744073709551616"};
-/* Keys whose change alters a tensor's shape or set (or, for steps, contradicts the
- * explicit --steps): a valid but different value must be refused too. */
+/* Keys whose change alters a tensor's shape or set: a valid but different value must be
+ * refused too (steps is overridden by the mutants' explicit --steps). */
 static int meta_must_refuse(const char *key)
 {
-    const char *keys[] = {"format", "task", "seq-len", "vocab", "layers", "model-dim", "steps"};
+    const char *keys[] = {"format", "task", "seq-len", "vocab", "layers", "model-dim"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (strcmp(key, keys[i]) == 0)
             return 1;
@@ -768,6 +818,8 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
         v.meta_key = cJSON_GetArrayItem(b->meta, (int)below(r, nkeys))->string;
         v.meta_val = NULL;
         snprintf(desc, dcap, "metadata %s removed", v.meta_key);
+        if (strcmp(v.meta_key, "elapsed_seconds") == 0)
+            allow = ALLOW0; /* optional: older checkpoints have none (0 s before) */
         structured = 1;
         break;
     }
@@ -962,6 +1014,193 @@ static void test_train_checkpoint_mutations(void **state)
         fail_msg("%zu of %zu checkpoint mutants were not handled (see above)", bad, total);
 }
 
+/* Copy checkpoint src to dst (paths relative to tmpdir) with one change: the U64 tensor
+ * `tensor` element `at` set to `val` (tensor NULL: none), and metadata `key` set to
+ * `mval` (key NULL: none). Written with st_save, so the file is a valid safetensors. */
+static void resave(const char *src, const char *dst, const char *tensor, size_t at,
+                   uint64_t val, const char *key, const char *mval)
+{
+    char ps[512], pd[512], err[256];
+    snprintf(ps, sizeof ps, "%s/%s", tmpdir, src);
+    snprintf(pd, sizeof pd, "%s/%s", tmpdir, dst);
+    st_file *f = NULL;
+    assert_int_equal(st_load(ps, &f, err, sizeof err), MHA_OK);
+    const size_t n = st_count(f);
+    st_tensor *t = calloc(n, sizeof *t);
+    assert_non_null(t);
+    uint64_t *copy = NULL;
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(st_tensor_at(f, i, &t[i]), MHA_OK);
+        if (tensor && strcmp(t[i].name, tensor) == 0) {
+            size_t ne = t[i].ndim ? t[i].shape[0] : 1;
+            copy = malloc(ne * sizeof *copy);
+            assert_non_null(copy);
+            memcpy(copy, t[i].data, ne * sizeof *copy);
+            copy[at] = val;
+            t[i].data = copy;
+        }
+    }
+    size_t len;
+    char *bytes = slurp(src, &len);
+    assert_non_null(bytes);
+    uint64_t hn = 0;
+    for (int i = 0; i < 8; i++)
+        hn |= (uint64_t)(unsigned char)bytes[i] << (8 * i);
+    cJSON *h = cJSON_ParseWithLength(bytes + 8, (size_t)hn);
+    assert_non_null(h);
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(h, "__metadata__");
+    size_t nm = (size_t)cJSON_GetArraySize(meta);
+    const char **mk = calloc(nm + 1, sizeof *mk), **mv = calloc(nm + 1, sizeof *mv);
+    assert_non_null(mk);
+    assert_non_null(mv);
+    size_t k = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, meta) {
+        mk[k] = c->string;
+        mv[k] = key && strcmp(c->string, key) == 0 ? mval : c->valuestring;
+        k++;
+    }
+    assert_int_equal(st_save(pd, t, n, mk, mv, nm, err, sizeof err), MHA_OK);
+    free(mk);
+    free(mv);
+    cJSON_Delete(h);
+    free(bytes);
+    free(copy);
+    free(t);
+    st_free(f);
+}
+
+/* The limits found by probing: each is refused with exit status 2 and a message naming
+ * the option, before a model is built or a directory made (no output directory appears):
+ * too many threads, a task too small for a held-out split, --seq-len above 4096 (the
+ * message states the limit), a configuration whose activations cannot fit in memory
+ * (the bytes needed stated), non-decimal --lr forms and a --lr that underflows to 0,
+ * an --out that is a file or lies under one. A subnormal --lr (1e-320) is accepted. A FIFO
+ * given to --resume is refused at once (not waited on). */
+static void test_train_limits(void **state)
+{
+    (void)state;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long max = 4 * (cpus > 0 ? cpus : 1);
+    char too_many[64];
+    snprintf(too_many, sizeof too_many, "--threads %ld", max < 256 ? max + 1 : 257);
+    write_file("afile", "x", 1);
+    const char *bad[][2] = {
+        {too_many, "--threads"},
+        {"--threads 100000", "--threads"},
+        {"--seq-len 1 --vocab 2", "held-out"},
+        {"--seq-len 4097", "[1, 4096]"},
+        {"--seq-len 4096 --attention stored --batch 65536", "needs at least"},
+        {"--lr 0x10", "--lr"},
+        {"--lr ' 1'", "--lr"},
+        {"--lr +1", "--lr"},
+        {"--lr inf", "--lr"},
+        {"--lr nan", "--lr"},
+        {"--lr 1e-400", "--lr"},
+        {"--lr 1.5e", "--lr"},
+        {"--out afile", "--out"},
+        {"--out afile/sub", "--out"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "--seq-len 4 --vocab 4 --model-dim 8 --heads 2 --steps 2 "
+                 "--eval-size 10 --out never %s", bad[i][0]);
+        int rc = run("lim", args);
+        if (rc != 2)
+            fail_msg("'%s': exit status %d, expected 2", bad[i][0], rc);
+        assert_file_contains("lim.err", bad[i][1]);
+    }
+    assert_false(file_exists("never"));
+    assert_file_contains("lim.err", "not a directory");
+    assert_int_equal(run("sub", "--seq-len 4 --vocab 4 --model-dim 8 --heads 2 --steps 2 "
+                            "--eval-size 10 --threads 1 --lr 1e-320 --out sub"), 0);
+    assert_file_contains("sub/summary.json", "\"lr\":");
+    char fifo[512], args[600];
+    snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "--resume '%s'", fifo);
+    assert_int_equal(run("fifo", args), 2);
+    assert_file_contains("fifo.err", "not a regular file");
+}
+
+/* Resuming: a finished run resumed as it is exits 0 saying so and changes nothing; a
+ * larger --steps continues it, each new step with the learning rate of the schedule of
+ * the new total (mha_lr_at), and its wall time counts the earlier part (the checkpoint's
+ * elapsed_seconds); a --steps below the checkpoint's step is refused naming --steps. A
+ * bad data.rng is reported as such, and a non-finite stop without any checkpoint names
+ * none. The output starts with the header and tells what it does before the steps. */
+static void test_train_resume_extend(void **state)
+{
+    (void)state;
+    const char *common = "--seq-len 4 --vocab 4 --model-dim 8 --heads 2 --batch 4 --warmup 2 "
+                         "--lr 0.01 --min-lr 0.001 --eval-size 20 --eval-every 5 --threads 1";
+    char args[1024];
+    snprintf(args, sizeof args, "%s --steps 10 --out a", common);
+    assert_int_equal(run("a", args), 0);
+    char *out = slurp("a.out", NULL);
+    assert_non_null(out);
+    assert_true(strncmp(out, "mha-train: task reverse", 23) == 0);
+    char *build = strstr(out, "building the evaluation set"), *first = strstr(out, "step 5/10");
+    assert_true(build && first && build < first);
+    free(out);
+    size_t n0, n1;
+    char *before = slurp("a/checkpoint.safetensors", &n0);
+    assert_non_null(before);
+    assert_int_equal(run("fin", "--resume a/checkpoint.safetensors"), 0);
+    assert_file_contains("fin.out", "finished run (step 10 of --steps 10)");
+    char *after = slurp("a/checkpoint.safetensors", &n1);
+    assert_non_null(after);
+    assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+    assert_int_equal(run("less", "--resume a/checkpoint.safetensors --steps 7"), 2);
+    assert_file_contains("less.err", "--steps");
+
+    /* the earlier part's time: 1000 s in the checkpoint */
+    resave("a/checkpoint.safetensors", "a/ck1000.safetensors", NULL, 0, 0, "elapsed_seconds",
+           "1000");
+    assert_int_equal(run("ext", "--resume a/ck1000.safetensors --steps 16"), 0);
+    assert_file_contains("ext.out", "resumed from a/ck1000.safetensors at step 10 (--steps "
+                                    "changed");
+    double wall = summary_number("a/summary.json", "wall_seconds");
+    assert_true(wall >= 1000 && wall < 1100);
+    assert_int_equal((int)summary_number("a/summary.json", "steps"), 16);
+    /* steps 11..16 use the schedule of 16 steps */
+    char *csv = slurp("a/train_log.csv", NULL);
+    assert_non_null(csv);
+    const mha_lr_schedule sch = {.base_lr = 0.01, .min_lr = 0.001, .warmup_steps = 2,
+                                 .total_steps = 16};
+    for (uint64_t st = 11; st <= 16; st++) {
+        char key[32];
+        snprintf(key, sizeof key, "\n%llu,", (unsigned long long)st);
+        const char *row = strstr(csv, key);
+        assert_non_null(row);
+        const char *lrf = strchr(row + strlen(key), ',');
+        assert_non_null(lrf);
+        double lr, want;
+        lr = strtod(lrf + 1, NULL);
+        assert_int_equal(mha_lr_at(&sch, st - 1, &want), MHA_OK);
+        if (lr != want)
+            fail_msg("step %llu: lr %.17g, expected %.17g", (unsigned long long)st, lr, want);
+    }
+    free(csv);
+
+    /* a bad data.rng state is named as such */
+    resave("a/checkpoint.safetensors", "rng.safetensors", "data.rng", 1, 42, NULL, NULL);
+    assert_int_equal(run("rng", "--resume rng.safetensors --steps 20 --out r"), 2);
+    assert_file_contains("rng.err", "data.rng");
+    /* a diverging run that never wrote a checkpoint does not name one */
+    assert_int_equal(run("nf0", "--seq-len 4 --vocab 4 --model-dim 8 --heads 2 --batch 8 "
+                                "--steps 50 --warmup 0 --optimizer sgd --momentum 0 --lr 1000000 "
+                                "--clip 0 --ckpt-every 0 --eval-size 20 --threads 1 --out nf0"),
+                     3);
+    assert_file_contains("nf0.err", "No checkpoint was written");
+    char *e = slurp("nf0.err", NULL);
+    assert_non_null(e);
+    assert_null(strstr(e, "intact"));
+    free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -973,6 +1212,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_train_nonfinite_stop, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_train_deterministic_outputs, tmpdir_setup,
                                         tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_limits, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_resume_extend, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_train_checkpoint_mutations, tmpdir_setup,
                                         tmpdir_teardown),
     };

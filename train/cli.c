@@ -2,10 +2,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "mha.h"
 
@@ -123,6 +127,46 @@ static int unescape(const char *text, char *dst)
     return 0;
 }
 
+/* 1 if s is digits [. digits] [(e|E) [+-] digits] or . digits [...], with at least one
+ * mantissa digit: the decimal floating-point form, nothing strtod would also take
+ * (leading white space, a sign, hex, inf, nan). */
+static int decimal_syntax(const char *s)
+{
+    size_t digits = 0;
+    while (*s >= '0' && *s <= '9') {
+        s++;
+        digits++;
+    }
+    if (*s == '.') {
+        s++;
+        while (*s >= '0' && *s <= '9') {
+            s++;
+            digits++;
+        }
+    }
+    if (digits == 0)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (*s < '0' || *s > '9')
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* 1 if the mantissa of decimal text s has a non-zero digit. */
+static int has_nonzero_digit(const char *s)
+{
+    for (; *s && *s != 'e' && *s != 'E'; s++)
+        if (*s >= '1' && *s <= '9')
+            return 1;
+    return 0;
+}
+
 const char *cli_parse(const cli_opt *o, const char *text, void *cfg)
 {
     char *p = (char *)cfg + o->off;
@@ -160,9 +204,16 @@ const char *cli_parse(const cli_opt *o, const char *text, void *cfg)
         return NULL;
     }
     case CLI_DBL: {
+        if (!decimal_syntax(text))
+            return "must be a decimal number (digits, an optional fraction and exponent; no "
+                   "sign, spaces, hex, inf or nan) in range";
         errno = 0;
         double v = strtod(text, &end);
-        if (errno || end == text || *end != '\0' || !(v >= o->lo && v <= o->hi))
+        /* ERANGE: overflow (±HUGE_VAL) or underflow; a subnormal result is kept, one that
+         * rounded to 0 from a non-zero text is refused */
+        if (errno == ERANGE && (isinf(v) || (v == 0 && has_nonzero_digit(text))))
+            return "is not representable as a double (overflow or underflow); must be in range";
+        if (end == text || *end != '\0' || !(v >= o->lo && v <= o->hi))
             return "must be a number in range";
         *(double *)p = v;
         return NULL;
@@ -299,4 +350,80 @@ void cli_print_options(const cli_opt *opts, size_t n, const void *defs)
             snprintf(shown, sizeof shown, "%s", def);
         printf("  %-22s   default: %s\n", "", shown);
     }
+}
+
+/* ---- limits ------------------------------------------------------------------------- */
+
+static int online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)(n < CLI_MAX_THREADS ? n : CLI_MAX_THREADS) : 1;
+}
+
+int cli_max_threads(void)
+{
+    int m = 4 * online_cpus();
+    return m < CLI_MAX_THREADS ? m : CLI_MAX_THREADS;
+}
+
+int cli_check_threads(int threads, int given)
+{
+    const int max = cli_max_threads();
+    if (threads < 0 || threads > max)
+        cli_die_usage("invalid value '%d' for --threads%s: at most %d (4 x the %d online CPUs, "
+                      "never more than %d)%s", threads, given ? "" : " (from the checkpoint)",
+                      max, online_cpus(), (int)CLI_MAX_THREADS,
+                      given ? "" : "; give --threads N to run with fewer");
+    return threads > 0 ? threads : online_cpus();
+}
+
+void cli_prepare_out_dir(const char *dir)
+{
+    char buf[CLI_PATH_CAP];
+    snprintf(buf, sizeof buf, "%s", dir);
+    size_t len = strlen(buf);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        if (buf[i] == '/' && buf[i - 1] == '/')
+            continue;
+        const char keep = buf[i];
+        buf[i] = '\0';
+        struct stat sb;
+        if (stat(buf, &sb) == 0) {
+            if (!S_ISDIR(sb.st_mode))
+                cli_die_usage("invalid value '%s' for --out: %s is not a directory", dir, buf);
+        } else if (errno != ENOENT || mkdir(buf, 0777) != 0) {
+            if (errno != EEXIST)
+                cli_die_usage("invalid value '%s' for --out: cannot create directory %s: %s",
+                              dir, buf, strerror(errno));
+        }
+        buf[i] = keep;
+    }
+    if (access(dir, W_OK | X_OK) != 0)
+        cli_die_usage("invalid value '%s' for --out: cannot write into it: %s", dir,
+                      strerror(errno));
+}
+
+size_t cli_memory_limit(void)
+{
+    double lim = (double)SIZE_MAX;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0)
+        lim = (double)pages * (double)page;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (double)rl.rlim_cur < lim)
+        lim = (double)rl.rlim_cur;
+    return lim >= (double)SIZE_MAX ? SIZE_MAX : (size_t)lim;
+}
+
+void cli_bytes_text(double b, char *buf, size_t cap)
+{
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, cap, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024)
+        snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
+    else
+        snprintf(buf, cap, "%.0f KiB", ceil(b / 1024.0));
 }

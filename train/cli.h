@@ -14,7 +14,10 @@
  * Options are "--name VALUE" or "--name=VALUE"; a flag (CLI_FLAG) takes no value
  * ("--utf8"; "--utf8=0" turns it off). The last occurrence of an option wins.
  * Values are parsed strictly: integers are plain decimal digits (no sign, no white
- * space, no wrap-around), numbers are whole strtod strings, both within [lo, hi].
+ * space, no wrap-around); numbers are decimal floating-point text, digits [. digits]
+ * [e [-+] digits] or . digits [...] (no sign, white space, hex, inf or nan), read by
+ * strtod; both within [lo, hi]. A number too small for a normal double is accepted as
+ * the subnormal strtod gives (1e-320), one that rounds to 0 or overflows is refused.
  *
  * Unlike the library (src/), this is program code: the cli_die* functions print to
  * stderr, prefixed with the program name (cli_set_program), and exit.
@@ -82,6 +85,27 @@ const char *cli_parse(const cli_opt *o, const char *text, void *cfg);
 void cli_range_text(const cli_opt *o, char *buf, size_t cap);
 /* Copy field o from src to dst (both config structs of the same type). */
 void cli_copy_field(const cli_opt *o, void *dst, const void *src);
+
+/* Threads: --threads N of both programs is at most cli_max_threads() = 4 × the online
+ * CPUs, capped at CLI_MAX_THREADS (more only oversubscribes, and OpenBLAS buffers per
+ * thread have hung runs under an address-space limit). */
+enum { CLI_MAX_THREADS = 256 };
+int cli_max_threads(void);
+/* Exit 2 unless 0 <= threads <= cli_max_threads(): "invalid value 'N' for --threads: at
+ * most ..." (`given` 0: the value came from the checkpoint, and the message says so).
+ * Returns the thread count to use (0 → the online CPUs). */
+int cli_check_threads(int threads, int given);
+
+/* Make output directory dir (mkdir -p) and check that files can be created in it, before
+ * anything expensive is built: exit 2 naming --out if a component is not a directory
+ * (--out /etc/passwd), cannot be created, or dir is not writable. */
+void cli_prepare_out_dir(const char *dir);
+
+/* Bytes of memory a run may use: the smaller of the physical memory and the
+ * address-space limit (RLIMIT_AS), or SIZE_MAX if neither is known. */
+size_t cli_memory_limit(void);
+/* "63.6 GiB", "512.0 MiB", "12 KiB" into buf. */
+void cli_bytes_text(double bytes, char *buf, size_t cap);
 
 /* Collect argv[first..argc) into vals[n] (the text of each given option, last one wins;
  * a bare flag gives "1"). Exit 2 with a message on a positional argument, an unknown

@@ -25,8 +25,16 @@ const cli_opt GPT_TRAIN_OPTS[] = {
     {"context", CLI_SIZE, OFF(context), 1, 4096, 1, "T",
      "characters per training window, the longest context", NULL},
     {"batch", CLI_SIZE, OFF(batch), 1, 65536, 1, "B", "windows per training step", NULL},
-    {"steps", CLI_U64, OFF(steps), 1, 1e9, 2, "N", "training steps", NULL},
-    {"lr", CLI_DBL, OFF(lr), 0, 1e6, 2, "X", "peak learning rate (after warm-up)", NULL},
+    {"steps", CLI_U64, OFF(steps), 1, 1e9, 2, "N",
+     "training steps. With --resume, another N (above the checkpoint's step) continues the "
+     "run, a finished one too: each remaining step gets the learning rate a run started with "
+     "--steps N has at that step (warm-up, then for 0-based step s >= warmup: min-lr + (lr - "
+     "min-lr)(1 + cos(pi (s - warmup) / (N - 1 - warmup)))/2, min-lr from s = N - 1); the "
+     "steps done keep theirs. The checkpoint's N continues bit for bit; a finished run "
+     "resumed without a larger N exits 0 with a message", NULL},
+    {"lr", CLI_DBL, OFF(lr), 0, 1e6, 2, "X", "peak learning rate (after warm-up). Numbers are decimal (digits, "
+     "fraction, exponent: 3e-3; no sign, hex, inf or nan); a subnormal such as 1e-320 is "
+     "kept, a value that underflows to 0 (1e-400) is refused", NULL},
     {"min-lr", CLI_DBL, OFF(min_lr), 0, 1e6, 2, "X",
      "learning rate at the end of the cosine decay (<= --lr)", NULL},
     {"warmup", CLI_U64, OFF(warmup), 0, 1e9, 2, "N", "linear warm-up steps (< --steps)", NULL},
@@ -55,8 +63,9 @@ const cli_opt GPT_TRAIN_OPTS[] = {
      "characters generated at the end into sample.txt (0 = none)", NULL},
     {"stop-after", CLI_U64, OFF(stop_after), 0, 1e9, 0, "N",
      "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL},
-    {"threads", CLI_INT, OFF(threads), 0, 1024, 2, "N",
-     "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible)", NULL},
+    {"threads", CLI_INT, OFF(threads), 0, CLI_MAX_THREADS, 2, "N",
+     "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible); at most 4 x "
+     "the online CPUs", NULL},
     {"attention", CLI_CHOICE, OFF(attention), 0, 0, 2, "MODE",
      "stored (keeps the attention weights: heat maps) | recompute (memory-efficient; no "
      "heat maps)", ATTN_NAMES},
@@ -80,7 +89,8 @@ const cli_opt GPT_SAMPLE_OPTS[] = {
      "draw only among the K most likely characters (0 = all)", NULL},
     {"seed", CLI_U64, OFF(sample_seed), 0, 18446744073709551615.0, 0, "N",
      "seed of the draws (the same seed gives the same text)", NULL},
-    {"threads", CLI_INT, OFF(sample_threads), 0, 1024, 0, "N", "threads (0 = all cores)", NULL},
+    {"threads", CLI_INT, OFF(sample_threads), 0, CLI_MAX_THREADS, 0, "N",
+     "threads (0 = all cores); at most 4 x the online CPUs", NULL},
 };
 const size_t GPT_N_SAMPLE_OPTS = sizeof GPT_SAMPLE_OPTS / sizeof GPT_SAMPLE_OPTS[0];
 

@@ -88,6 +88,7 @@ static int sample_main(int argc, char **argv, int first)
     const char *vals[16] = {0};
     cli_collect(GPT_SAMPLE_OPTS, GPT_N_SAMPLE_OPTS, argc, argv, first, vals);
     cli_apply(GPT_SAMPLE_OPTS, GPT_N_SAMPLE_OPTS, vals, &cfg);
+    const int n_threads = cli_check_threads(cfg.sample_threads, 1);
     if (cfg.prompt[0] == '\0')
         cli_die_usage("invalid value '' for --prompt: needs at least one character");
     char what[CLI_PATH_CAP + 32];
@@ -109,7 +110,7 @@ static int sample_main(int argc, char **argv, int first)
 
     cfg.threads = cfg.sample_threads;
     cfg.dropout = 0;
-    openblas_set_num_threads(cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    openblas_set_num_threads(n_threads);
     gpt_run r;
     gpt_run_create(&r, &cfg, text_vocab_size(voc), 1, 0);
     ckpt_layout c = gpt_run_layout(&r);

@@ -41,6 +41,8 @@ typedef struct trainer {
     mha_pcg32 rng;             /* training batches                                  */
     report_history hist;
     double last_ev[2];         /* the last evaluation (NaN before any)              */
+    double elapsed0;           /* seconds of earlier processes of a resumed run      */
+    double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
 } trainer;
 
@@ -60,6 +62,10 @@ static int save_checkpoint(trainer *t, const char *path)
         st = ckpt_meta_add(&meta, "data_mode", t->cfg.utf8 ? "utf8" : "bytes");
     if (st == MHA_OK)
         st = ckpt_meta_add(&meta, "vocab", t->vocab_text);
+    char el[64];
+    snprintf(el, sizeof el, "%.3f", t->elapsed0 + (report_now() - t->t_start));
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "elapsed_seconds", el);
     cli_check(st, "checkpoint metadata");
     char err[512] = "";
     st = ckpt_save(path, &c, &meta, err, sizeof err);
@@ -77,11 +83,13 @@ static void load_checkpoint(trainer *t, st_file *f, const char *what)
     char err[512] = "";
     if (ckpt_load(f, &c, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    /* every completed step made exactly one optimizer step */
+    /* every completed step made exactly one optimizer step (checked before the model was
+     * built too: resume_state) */
     if (r->optim_t != r->step || (r->rng[1] & 1u) == 0 || r->best_step > r->step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state (step %llu, optimizer step %llu, best "
-                "step %llu)", what, (unsigned long long)r->step,
-                (unsigned long long)r->optim_t, (unsigned long long)r->best_step);
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state (train.step %llu, optimizer.step %llu, "
+                "best.step %llu, data.rng increment %llu)", what, (unsigned long long)r->step,
+                (unsigned long long)r->optim_t, (unsigned long long)r->best_step,
+                (unsigned long long)r->rng[1]);
     if (r->step > t->cfg.steps)
         cli_die(CLI_EXIT_USAGE, "%s: it is at step %llu, past --steps %llu", what,
                 (unsigned long long)r->step, (unsigned long long)t->cfg.steps);
@@ -89,6 +97,59 @@ static void load_checkpoint(trainer *t, st_file *f, const char *what)
     t->rng.inc = r->rng[1];
     cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
     cli_check(mha_gpt_set_call_index(r->g, r->call_index), "model");
+}
+
+/* The state of checkpoint f read before a model is built: its step (*step), the --steps
+ * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent); the step
+ * counters and data.rng are checked, each named in the message. Exit 2. */
+static void resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
+                         double *elapsed)
+{
+    char err[512];
+    gpt_run_config tmp;
+    const size_t k_steps = cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "steps");
+    const char *ms = st_meta(f, "steps"), *me = st_meta(f, "elapsed_seconds");
+    if (!ms || cli_parse(&GPT_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
+    *made = tmp.steps;
+    *elapsed = 0;
+    if (me) {
+        char *end;
+        *elapsed = strtod(me, &end);
+        if (end == me || *end != '\0' || !(*elapsed >= 0 && *elapsed < 1e12))
+            cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds = \"%.64s\" is not a "
+                    "duration in seconds", what, me);
+    }
+    const void *d;
+    const size_t two = 2;
+    uint64_t optim_t, best, rng[2];
+    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(step, d, sizeof *step);
+    if (st_get(f, "optimizer.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&optim_t, d, sizeof optim_t);
+    if (st_get(f, "best.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&best, d, sizeof best);
+    if (st_get(f, "data.rng", ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(rng, d, sizeof rng);
+    if (optim_t != *step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
+                "train.step %llu (every step is one optimizer step)", what,
+                (unsigned long long)optim_t, (unsigned long long)*step);
+    if (best > *step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.step %llu is past train.step %llu",
+                what, (unsigned long long)best, (unsigned long long)*step);
+    if (*step > *made)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
+                "%llu it was made with", what, (unsigned long long)*step,
+                (unsigned long long)*made);
+    if ((rng[1] & 1u) == 0)
+        cli_die(CLI_EXIT_USAGE, "%s: bad data.rng state: the PCG32 increment %llu is even (a "
+                "generator's increment is always odd); the file is corrupt", what,
+                (unsigned long long)rng[1]);
 }
 
 /* ---- evaluation -------------------------------------------------------------------------- */
@@ -288,12 +349,27 @@ static int params_finite(const gpt_run *r)
     return 1;
 }
 
-static int stop_nonfinite(const trainer *t, int tty, const char *what)
+/* last_ckpt: the last checkpoint this run resumed from or wrote, NULL if none. */
+static int stop_nonfinite(const trainer *t, int tty, const char *what, const char *last_ckpt)
 {
     fprintf(stderr, "%s%s: stopped at step %llu: %s is non-finite (NaN or inf); try a smaller "
-            "--lr or --clip. The last checkpoint (%s) is intact.\n", tty ? "\n" : "",
-            cli_program(), (unsigned long long)t->r.step + 1, what, t->ckpt_path);
+            "--lr or --clip. ", tty ? "\n" : "", cli_program(),
+            (unsigned long long)t->r.step + 1, what);
+    if (last_ckpt)
+        fprintf(stderr, "The last checkpoint (%s) is intact.\n", last_ckpt);
+    else
+        fprintf(stderr, "No checkpoint was written (--ckpt-every %llu).\n",
+                (unsigned long long)t->cfg.ckpt_every);
     return CLI_EXIT_NONFINITE;
+}
+
+/* Evaluation steps in (from, to]: multiples of --eval-every and the last step --steps. */
+static uint64_t evals_between(const gpt_run_config *c, uint64_t from, uint64_t to)
+{
+    if (to <= from)
+        return 0;
+    return to / c->eval_every - from / c->eval_every +
+           (to == c->steps && c->steps % c->eval_every != 0);
 }
 
 /* ---- the command ----------------------------------------------------------------------- */
@@ -302,26 +378,48 @@ int gpt_train_main(int argc, char **argv, int first)
 {
     static trainer tr; /* static: zeroed, and large path buffers off the stack */
     trainer *t = &tr;
+    t->t_start = report_now();
     int explicit_opt[64] = {0};
     parse_train_options(t, argc, argv, first, explicit_opt);
     gpt_run_config *c = &t->cfg;
     st_file *ck = NULL;
     text_vocab *ck_vocab = NULL;
     char what[CLI_PATH_CAP + 32];
+    uint64_t ck_step = 0, ck_made = 0;
     if (c->resume[0]) {
         snprintf(what, sizeof what, "cannot resume from %s", c->resume);
         ck = gpt_open_checkpoint(c->resume, what, explicit_opt, c, &ck_vocab);
         if (!explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "out")])
             cli_dirname(c->resume, c->out, sizeof c->out); /* the checkpoint's directory */
+        resume_state(ck, what, &ck_step, &ck_made, &t->elapsed0);
     }
     check_options(c);
+    const int n_threads = cli_check_threads(
+        c->threads, explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "threads")] ||
+                        !c->resume[0]);
     load_data(t);
     if (ck && strcmp(st_meta(ck, "vocab"), t->vocab_text) != 0)
         cli_die(CLI_EXIT_USAGE, "%s: the vocabulary of --data %s (%zu characters) differs from "
                 "the checkpoint's (%zu)", what, c->data,
                 text_vocab_size(text_corpus_vocab(t->corpus)), text_vocab_size(ck_vocab));
     text_vocab_free(ck_vocab);
-    openblas_set_num_threads(c->threads > 0 ? c->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    if (ck) {
+        if (ck_step == c->steps) { /* finished, and no larger --steps: nothing to do */
+            printf("%s: %s is a finished run (step %llu of --steps %llu); nothing to do. To "
+                   "train it further, resume with a larger --steps (e.g. --steps %llu).\n",
+                   cli_program(), c->resume, (unsigned long long)ck_step,
+                   (unsigned long long)c->steps, (unsigned long long)(2 * c->steps));
+            st_free(ck);
+            trainer_free(t);
+            return 0;
+        }
+        if (ck_step > c->steps)
+            cli_die_usage("invalid value '%llu' for --steps: the checkpoint %s is at step %llu "
+                          "already; give more steps than that", (unsigned long long)c->steps,
+                          c->resume, (unsigned long long)ck_step);
+    }
+    cli_prepare_out_dir(c->out); /* exit 2 before the model is built */
+    openblas_set_num_threads(n_threads);
     const size_t V = text_vocab_size(text_corpus_vocab(t->corpus));
     gpt_run_create(&t->r, c, V, c->batch, 1);
     mha_pcg32_seed(&t->rng, c->seed, TEXT_STREAM_BATCH);
@@ -365,7 +463,9 @@ int gpt_train_main(int argc, char **argv, int first)
            c->decay_all ? " (all tensors)" : " (matmul weights)", c->clip, c->batch,
            (unsigned long long)c->steps, (unsigned long long)c->seed, c->threads, c->out);
     if (c->resume[0])
-        printf("  resumed from %s at step %llu\n", c->resume, (unsigned long long)t->r.step);
+        printf("  resumed from %s at step %llu%s\n", c->resume, (unsigned long long)t->r.step,
+               ck_made != c->steps ? " (--steps changed: the remaining steps follow the "
+                                     "schedule of the new --steps)" : "");
     fflush(stdout);
 
     const mha_lr_schedule sched = {.base_lr = c->lr, .min_lr = c->min_lr,
@@ -375,6 +475,10 @@ int gpt_train_main(int argc, char **argv, int first)
     report_progress prog;
     report_progress_start(&prog);
     const uint64_t step0 = t->r.step;
+    const double t_loop = report_now();
+    double t_eval = 0; /* seconds of the evaluations in this process, and how many */
+    unsigned long n_eval = 0;
+    const char *last_ckpt = c->resume[0] ? c->resume : NULL;
     char err[256];
     while (t->r.step < end) {
         double loss, gn = 0, lr = 0;
@@ -383,7 +487,7 @@ int gpt_train_main(int argc, char **argv, int first)
         cli_check(mha_gpt_zero_grad(t->r.g), "zero_grad");
         cli_check(mha_gpt_forward(t->r.g, 1, B, T, t->tok, t->tgt, &loss), "forward");
         if (!isfinite(loss))
-            return stop_nonfinite(t, prog.tty, "the training loss");
+            return stop_nonfinite(t, prog.tty, "the training loss", last_ckpt);
         cli_check(mha_gpt_backward(t->r.g), "backward");
         int st = mha_optim_clip_grad_norm(t->r.opt, c->clip, &gn);
         if (st == MHA_OK)
@@ -391,7 +495,7 @@ int gpt_train_main(int argc, char **argv, int first)
         if (st == MHA_OK)
             st = mha_optim_step(t->r.opt, lr);
         if (st == MHA_ENONFINITE)
-            return stop_nonfinite(t, prog.tty, "a gradient");
+            return stop_nonfinite(t, prog.tty, "a gradient", last_ckpt);
         cli_check(st, "optimizer step");
         t->r.step++;
         /* An update can still overflow for an absurd --lr: the next forward's loss shows
@@ -400,14 +504,22 @@ int gpt_train_main(int argc, char **argv, int first)
         const int save_now = (c->ckpt_every && t->r.step % c->ckpt_every == 0 &&
                               t->r.step != end) || t->r.step == end;
         if ((save_now || t->r.step % c->eval_every == 0) && !params_finite(&t->r))
-            return stop_nonfinite(t, prog.tty, "a parameter or AdamW moment after the update");
+            return stop_nonfinite(t, prog.tty, "a parameter or AdamW moment after the update",
+                                  last_ckpt);
         double row[H_COLS] = {loss, lr, gn, NAN, NAN};
         const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
         if (eval_now) {
+            const double te = report_now();
+            if (prog.tty)
+                report_progress_show(&prog, "  step %llu/%llu  evaluating (%zu batches per "
+                                     "split)...", (unsigned long long)t->r.step,
+                                     (unsigned long long)c->steps, c->eval_batches);
             row[H_EVTR] = t->last_ev[0] = evaluate(t, 0);
             row[H_EVVA] = t->last_ev[1] = evaluate(t, 1);
+            t_eval += report_now() - te;
+            n_eval++;
             if (!isfinite(row[H_EVTR]) || !isfinite(row[H_EVVA]))
-                return stop_nonfinite(t, prog.tty, "the evaluation loss");
+                return stop_nonfinite(t, prog.tty, "the evaluation loss", last_ckpt);
         }
         report_history_push(&t->hist, row);
         report_csv_row(&csv, t->r.step, row, H_COLS);
@@ -421,12 +533,21 @@ int gpt_train_main(int argc, char **argv, int first)
             report_csv_flush(&csv);
             if (save_checkpoint(t, t->ckpt_path) != MHA_OK)
                 cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
+            last_ckpt = t->ckpt_path;
         }
-        const double el = report_now() - prog.t0;
-        const double sps = (double)(t->r.step - step0) / (el > 0 ? el : 1e-9);
+        /* time left: the remaining steps at this process's training speed (evaluations
+         * excluded) and the remaining evaluations at their measured mean cost (before the
+         * first: 2 · eval-batches forwards, each a third of a training step) */
+        const double now = report_now(), el = now - t->t_start, tl = now - t_loop;
+        const double done = (double)(t->r.step - step0), train_s = tl - t_eval;
+        const double sps = done / (tl > 0 ? tl : 1e-9);
+        const double per_eval = n_eval ? t_eval / (double)n_eval
+                                       : train_s / done / 3 * 2 * (double)c->eval_batches;
         char left[32], els[32], val[32] = "-";
-        report_duration((double)(c->steps - t->r.step) / sps, left, sizeof left);
-        report_duration(el, els, sizeof els);
+        report_duration((double)(end - t->r.step) * train_s / done +
+                            (double)evals_between(c, t->r.step, end) * per_eval,
+                        left, sizeof left);
+        report_duration(t->elapsed0 + el, els, sizeof els);
         if (isfinite(t->last_ev[1]))
             snprintf(val, sizeof val, "%.4f", t->last_ev[1]);
         if (prog.tty ? report_progress_due(&prog, t->r.step == end) : eval_now)
@@ -437,13 +558,13 @@ int gpt_train_main(int argc, char **argv, int first)
         if (report_stop_signal())
             break; /* finish as at --stop-after; a second signal ends the process */
     }
-    const double wall = report_now() - prog.t0;
+    const double t_steps = report_now() - t_loop; /* the loop, evaluations included */
     report_progress_end(&prog);
     report_csv_close(&csv);
     if (save_checkpoint(t, t->ckpt_path) != MHA_OK)
         return CLI_EXIT_RUNTIME;
     const int completed = t->r.step == c->steps;
-    const double tok_s = wall > 0 ? (double)((t->r.step - step0) * B * T) / wall : 0;
+    const double tok_s = t_steps > 0 ? (double)((t->r.step - step0) * B * T) / t_steps : 0;
 
     write_loss_svg(t, svg_path, t->r.step);
     const size_t heat = c->attention == MHA_ATTN_STORED ? write_attention_svgs(t) : 0;
@@ -455,9 +576,9 @@ int gpt_train_main(int argc, char **argv, int first)
                sig ? report_signal_name(sig) : "--stop-after", t->ckpt_path);
     if (isfinite(t->last_ev[1]))
         printf("validation loss %.4f, training %.4f (step %llu; best validation %.4f at step "
-               "%llu)  %.1f s, %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
+               "%llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
                (unsigned long long)t->r.step, t->r.best_val, (unsigned long long)t->r.best_step,
-               wall, tok_s);
+               tok_s);
     if (c->sample_chars > 0) {
         const int32_t nl = 0; /* start from the first symbol (the newline in most texts) */
         printf("sample (%zu characters, seed %llu, temperature 1):\n", c->sample_chars,
@@ -468,6 +589,9 @@ int gpt_train_main(int argc, char **argv, int first)
         printf("\n");
         report_write_file(smp_path, sample, strlen(sample));
     }
+    /* the whole run's time: earlier processes of a resumed run, and all of this one up to
+     * its last file */
+    const double wall = t->elapsed0 + (report_now() - t->t_start);
     write_summary(t, sum_path, wall, tok_s, completed, sample, n_params);
     printf("pictures: %s", svg_path);
     for (size_t l = 0; l < heat; l++)
@@ -476,6 +600,10 @@ int gpt_train_main(int argc, char **argv, int first)
         printf(" (no attention heat maps with --attention recompute)");
     printf("\nlog: %s  summary: %s%s%s\ncheckpoints: %s, best: %s\n", csv_path, sum_path,
            sample ? "  sample: " : "", sample ? smp_path : "", t->ckpt_path, t->best_path);
+    char walls[32];
+    report_duration(wall, walls, sizeof walls);
+    printf("time: %.1f s = %s%s\n", wall, walls,
+           t->elapsed0 > 0 ? " (the whole run, with the earlier part before --resume)" : "");
     free(sample);
     trainer_free(t);
     return sig ? 128 + sig : 0;

@@ -224,10 +224,9 @@ typedef struct st_entry {
 } st_entry;
 
 struct st_file {
-    unsigned char *alloc;        /* owned; the file's bytes start at alloc + shift  */
-    const unsigned char *bytes;  /* [size] the whole file                           */
-    size_t size;
-    const unsigned char *data;   /* [data_size] the data section, 8-byte aligned    */
+    unsigned char *alloc;        /* owned [data_size]: the data section (malloc's
+                                    alignment), read only after the header is valid */
+    const unsigned char *data;   /* [data_size] = alloc                             */
     size_t data_size;
     cJSON *root;                 /* owned parsed header; names and metadata borrow  */
     const cJSON *meta;           /* the "__metadata__" object or NULL               */
@@ -558,11 +557,12 @@ static int check_tiling(st_entry *t, size_t n, size_t data_size, char *err, size
     return rc;
 }
 
-/* Validate f->bytes[0..size) (size >= 8, header size checked against it) and fill in the
- * rest of *f. */
-static int parse_file(st_file *f, size_t header_len, char *err, size_t errlen)
+/* Validate the header h[0..header_len) against a data section of f->data_size bytes (the
+ * file's size less 8 + header_len) and fill in f->root, f->meta, f->t, f->n; the data
+ * section itself is not read yet (attach_data). */
+static int parse_header(st_file *f, const unsigned char *h, size_t header_len, char *err,
+                        size_t errlen)
 {
-    const unsigned char *h = f->bytes + 8;
     size_t json_len = 0;
     int rc = scan_header(h, header_len, &json_len, err, errlen);
     if (rc != MHA_OK)
@@ -650,10 +650,12 @@ static int parse_file(st_file *f, size_t header_len, char *err, size_t errlen)
     }
     f->n = ntensors;
 
-    rc = check_tiling(f->t, f->n, f->data_size, err, errlen);
-    if (rc != MHA_OK)
-        return rc;
+    return check_tiling(f->t, f->n, f->data_size, err, errlen);
+}
 
+/* Point the entries of a parsed header into f->data (read by now). */
+static int attach_data(st_file *f, char *err, size_t errlen)
+{
     /* Data pointers; a tensor at an offset that is not a multiple of its element size is
      * copied to its own allocation (malloc's alignment covers every dtype). */
     for (size_t i = 0; i < f->n; i++) {
@@ -689,7 +691,9 @@ int st_load(const char *path, st_file **out, char *err, size_t errlen)
         set_err(err, errlen, "st_load: big-endian hosts are not supported");
         return MHA_EINVAL;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; it is refused
+     * as not a regular file below (regular files ignore the flag) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         set_err(err, errlen, "cannot open '%s': %s", path, errno_text(errno, eb, sizeof eb));
         return MHA_EIO;
@@ -718,6 +722,8 @@ int st_load(const char *path, st_file **out, char *err, size_t errlen)
     }
     size_t size = (size_t)sb.st_size;
 
+    /* 1. the size field and the header, checked against the file's size: a malformed file
+     *    is refused after reading at most 8 + ST_MAX_HEADER bytes, however large it is */
     unsigned char head[8];
     int r = pread_full(fd, head, 8, 0);
     if (r != 0) {
@@ -739,33 +745,50 @@ int st_load(const char *path, st_file **out, char *err, size_t errlen)
                 "(truncated file?)", n_header, size - 8);
         return MHA_EFORMAT;
     }
-    /* Place the file so that the data section, at file offset 8 + N, is 8-aligned. */
-    size_t shift = (size_t)((8u - (8u + n_header) % 8u) % 8u);
     st_file *f = calloc(1, sizeof *f);
-    unsigned char *buf = malloc(size + shift);
-    if (f == NULL || buf == NULL) {
+    unsigned char *hbuf = malloc((size_t)n_header + 1);
+    if (f == NULL || hbuf == NULL) {
         close(fd);
         free(f);
-        free(buf);
-        set_err(err, errlen, "out of memory for %zu bytes", size);
+        free(hbuf);
+        set_err(err, errlen, "out of memory for the %" PRIu64 "-byte header", n_header);
         return MHA_ENOMEM;
     }
-    r = pread_full(fd, buf + shift, size, 0);
+    r = pread_full(fd, hbuf, (size_t)n_header, 8);
     if (r != 0) {
         set_err(err, errlen, "cannot read '%s': %s", path,
                 r < 0 ? errno_text(errno, eb, sizeof eb) : "file shrank while being read");
         close(fd);
         free(f);
-        free(buf);
+        free(hbuf);
         return MHA_EIO;
     }
-    close(fd);
-    f->alloc = buf;
-    f->bytes = buf + shift;
-    f->size = size;
-    f->data = f->bytes + 8 + n_header;
     f->data_size = size - 8 - (size_t)n_header;
-    int rc = parse_file(f, (size_t)n_header, err, errlen);
+    int rc = parse_header(f, hbuf, (size_t)n_header, err, errlen);
+    free(hbuf); /* cJSON copied every string it keeps */
+    if (rc != MHA_OK) {
+        close(fd);
+        st_free(f);
+        return rc;
+    }
+    /* 2. the data section, whose size the header's tensors account for exactly */
+    f->alloc = malloc(f->data_size ? f->data_size : 1);
+    if (f->alloc == NULL) {
+        close(fd);
+        st_free(f);
+        set_err(err, errlen, "out of memory for the %zu-byte data section", f->data_size);
+        return MHA_ENOMEM;
+    }
+    r = pread_full(fd, f->alloc, f->data_size, (off_t)(8 + n_header));
+    close(fd);
+    if (r != 0) {
+        set_err(err, errlen, "cannot read '%s': %s", path,
+                r < 0 ? errno_text(errno, eb, sizeof eb) : "file shrank while being read");
+        st_free(f);
+        return MHA_EIO;
+    }
+    f->data = f->alloc;
+    rc = attach_data(f, err, errlen);
     if (rc != MHA_OK) {
         st_free(f);
         return rc;

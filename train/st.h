@@ -105,10 +105,15 @@ typedef struct st_file st_file;
  * Errors (*out set to NULL): MHA_EIO (cannot open or read: errno text in err),
  * MHA_EFORMAT (anything wrong with the contents, including truncation: err names the
  * problem and the tensor), MHA_ENOMEM, MHA_EINVAL (path or out NULL).
- * Tensor data pointers are always aligned for their dtype: the file is read into a buffer
- * placed so that the data section is 8-byte aligned in memory, and a tensor whose offset
- * is not a multiple of its element size (possible only in files from other writers) is
- * copied once, at load, into its own aligned allocation. */
+ * The header is read and validated first, against the file's size: a malformed file is
+ * refused after reading at most 8 bytes + the header (<= 100 MB), however large it is;
+ * the data section is read only when the header's tensors account for it exactly. A path
+ * that is not a regular file (a FIFO, a device, a directory) is refused without waiting
+ * for a writer (MHA_EIO).
+ * Tensor data pointers are always aligned for their dtype: the data section is read into
+ * its own allocation (malloc's alignment), and a tensor whose offset is not a multiple of
+ * its element size (possible only in files from other writers) is copied once, at load,
+ * into its own aligned allocation. */
 int st_load(const char *path, st_file **out, char *err, size_t errlen);
 
 /* Free a handle from st_load and everything borrowed from it. NULL is a no-op. */

@@ -54,6 +54,9 @@ int save_checkpoint(run_state *rs, const char *path)
     check_st(tm_get_call_indices(rs->model, cs.calls), "model");
     ckpt_meta meta = {0};
     check_st(ckpt_meta_init(&meta, CKPT_FORMAT, TRAIN_OPTS, TRAIN_N_OPTS, &rs->cfg), "checkpoint");
+    char el[64];
+    snprintf(el, sizeof el, "%.3f", rs->elapsed0 + (report_now() - rs->t_start));
+    check_st(ckpt_meta_add(&meta, "elapsed_seconds", el), "checkpoint");
     char err[512] = "";
     int st = ckpt_save(path, &c, &meta, err, sizeof err);
     if (st != MHA_OK)
@@ -66,7 +69,8 @@ int save_checkpoint(run_state *rs, const char *path)
  * always (an explicitly given option that differs is refused: exit 2 with both values),
  * fields with ckpt == 2 unless given on the command line. Any unreadable, corrupt or
  * foreign file is refused with st_load's message (exit 2). */
-void resume_config(const char *path, const int *explicit_opt, run_config *cfg)
+void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
+                   resume_info *info)
 {
     st_file *f = NULL;
     char err[2 * CLI_PATH_CAP] = "", prefix[CLI_PATH_CAP + 32];
@@ -74,6 +78,51 @@ void resume_config(const char *path, const int *explicit_opt, run_config *cfg)
     int st = st_load(path, &f, err, sizeof err);
     if (st != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    /* the --steps it was made with, before a given --steps replaces it */
+    run_config made = *cfg;
+    const size_t k_steps = cli_index(TRAIN_OPTS, TRAIN_N_OPTS, "steps");
+    const char *ms = st_meta(f, "steps");
+    if (!ms || cli_parse(&TRAIN_OPTS[k_steps], ms, &made) != NULL)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is %s%s%s", prefix, ms ? "\"" : "missing",
+                ms ? ms : "", ms ? "\", not a step count" : "");
+    info->steps = made.steps;
+    info->elapsed = 0;
+    const char *me = st_meta(f, "elapsed_seconds");
+    if (me) {
+        char *end;
+        info->elapsed = strtod(me, &end);
+        if (end == me || *end != '\0' || !(info->elapsed >= 0 && info->elapsed < 1e12))
+            cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds = \"%.64s\" is not a "
+                    "duration in seconds", prefix, me);
+    }
+    /* the step counters and the batch generator, each named: checked before a model is
+     * built, so that a finished run or a corrupt state is told as such */
+    const void *d;
+    const size_t two = 2;
+    uint64_t step, optim_t, rng[2];
+    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    memcpy(&step, d, sizeof step);
+    if (st_get(f, "optimizer.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    memcpy(&optim_t, d, sizeof optim_t);
+    if (st_get(f, "data.rng", ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    memcpy(rng, d, sizeof rng);
+    /* every completed step made exactly one optimizer step */
+    if (optim_t != step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
+                "train.step %llu (every step is one optimizer step)", prefix,
+                (unsigned long long)optim_t, (unsigned long long)step);
+    if (step > made.steps)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
+                "%llu it was made with", prefix, (unsigned long long)step,
+                (unsigned long long)made.steps);
+    if ((rng[1] & 1u) == 0)
+        cli_die(CLI_EXIT_USAGE, "%s: bad data.rng state: the PCG32 increment %llu is even "
+                "(a generator's increment is always odd); the file is corrupt", prefix,
+                (unsigned long long)rng[1]);
+    info->step = step;
     if (ckpt_config_from_meta(f, path, prefix, CKPT_FORMAT, TRAIN_OPTS, TRAIN_N_OPTS, explicit_opt, cfg,
                               sizeof *cfg, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
@@ -115,11 +164,14 @@ void load_checkpoint(run_state *rs, const char *path)
         st = ckpt_load(f, &c, err, sizeof err);
         /* every completed step made exactly one optimizer step (optimizer.step =
          * train.step) */
-        if (st == MHA_OK &&
-            (cs.step > rs->cfg.steps || cs.optim_t != cs.step || (cs.rng[1] & 1u) == 0))
-            cli_die(CLI_EXIT_USAGE, "cannot resume from %s: inconsistent state (step %llu of "
-                    "%llu, optimizer step %llu)", path, (unsigned long long)cs.step,
-                    (unsigned long long)rs->cfg.steps, (unsigned long long)cs.optim_t);
+        if (st == MHA_OK && (cs.optim_t != cs.step || (cs.rng[1] & 1u) == 0))
+            cli_die(CLI_EXIT_USAGE, "cannot resume from %s: inconsistent state (train.step "
+                    "%llu, optimizer.step %llu, data.rng increment %llu)", path,
+                    (unsigned long long)cs.step, (unsigned long long)cs.optim_t,
+                    (unsigned long long)cs.rng[1]);
+        if (st == MHA_OK && cs.step > rs->cfg.steps)
+            cli_die(CLI_EXIT_USAGE, "cannot resume from %s: it is at step %llu, past --steps "
+                    "%llu", path, (unsigned long long)cs.step, (unsigned long long)rs->cfg.steps);
         if (st == MHA_OK) {
             rs->step = cs.step;
             rs->data_rng.state = cs.rng[0];

@@ -69,6 +69,11 @@ typedef struct run_state {
     size_t n_pt;
     mha_pcg32 data_rng;
     uint64_t step; /* completed steps */
+    size_t eval_chunk;   /* examples per evaluation forward (the model's batch capacity
+                            covers it; sized to what the run can hold)                */
+    double elapsed0;     /* seconds the run took before this process (a resumed run's
+                            checkpoint metadata "elapsed_seconds"; 0 for a new run)   */
+    double t_start;      /* report_now() when this process started                    */
     report_history hist; /* loss, lr, grad norm, held-out token and sequence accuracy
                             (NaN unless evaluated); init: the evaluation before step 1 */
 } run_state;
@@ -77,9 +82,17 @@ typedef struct run_state {
 
 /* Save the run's checkpoint to path (atomic); MHA_OK or a status (message printed). */
 int save_checkpoint(run_state *rs, const char *path);
+/* What resume_config reads of a checkpoint's state besides the config. */
+typedef struct resume_info {
+    uint64_t step;   /* train.step: completed steps                               */
+    uint64_t steps;  /* the --steps it was made with                              */
+    double elapsed;  /* metadata elapsed_seconds (0 if absent: an older checkpoint) */
+} resume_info;
 /* Take the configuration of checkpoint `path` into *cfg (options with ckpt == 1 always,
- * an explicit different value refused; ckpt == 2 unless given); exit 2 on any problem. */
-void resume_config(const char *path, const int *explicit_opt, run_config *cfg);
+ * an explicit different value refused; ckpt == 2 unless given) and check its step
+ * counters and data.rng (each named in the message); exit 2 on any problem. */
+void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
+                   resume_info *info);
 /* Load tensors and state from a checkpoint whose config already matches; exit 2. */
 void load_checkpoint(run_state *rs, const char *path);
 /* loss.svg: the training loss (raw and smoothed) and the held-out accuracy. */
