@@ -205,6 +205,26 @@ static void test_gpt_train_resume_bitwise(void **state)
     assert_true(memcmp(&a, &b, sizeof a) == 0);
 }
 
+/* No stale picture: heat maps of layers the new run does not have (or all of them, when
+ * the new run keeps no attention weights) are removed from --out; the run's own stay. */
+static void test_gpt_train_no_stale_heat_maps(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("a", "train " TINY " --steps 3 --warmup 0 --eval-every 3 --out o"), 0);
+    write_file("o/attention_layer1.svg", "old", 3);
+    write_file("o/attention_layer12.svg", "old", 3);
+    write_file("o/attention_layer_notes.svg", "mine", 4); /* not a heat map name: kept */
+    assert_int_equal(gpt("b", "train " TINY " --steps 3 --warmup 0 --eval-every 3 --out o"), 0);
+    assert_true(file_exists("o/attention_layer0.svg"));
+    assert_false(file_exists("o/attention_layer1.svg"));
+    assert_false(file_exists("o/attention_layer12.svg"));
+    assert_true(file_exists("o/attention_layer_notes.svg"));
+    assert_int_equal(gpt("c", "train " TINY " --steps 3 --warmup 0 --eval-every 3 "
+                              "--attention recompute --out o"), 0);
+    assert_false(file_exists("o/attention_layer0.svg"));
+}
+
 /* ---- stopping on a signal ------------------------------------------------------------------- */
 
 /* Start `mha-gpt train TINY --steps 100000 ... --out <out>` in tmpdir as a child process
@@ -626,6 +646,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gpt_train_resume_limits, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_train_stops_on_signal, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_no_stale_heat_maps, tmpdir_setup,
                                         tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -568,6 +568,7 @@ int gpt_train_main(int argc, char **argv, int first)
 
     write_loss_svg(t, svg_path, t->r.step);
     const size_t heat = c->attention == MHA_ATTN_STORED ? write_attention_svgs(t) : 0;
+    report_remove_stale_numbered(c->out, "attention_layer", heat, ".svg");
     char *sample = NULL;
     const int sig = report_stop_signal();
     if (!completed)

@@ -734,6 +734,7 @@ int main(int argc, char **argv)
     const int heatmaps = cfg.attention == MHA_ATTN_STORED; /* recompute keeps no weights */
     if (heatmaps)
         write_attention_svgs(&rs, &ev, att, cfg.out);
+    report_remove_stale_numbered(cfg.out, "attention_layer", heatmaps ? cfg.layers : 0, ".svg");
     char ex_path[CLI_PATH_CAP + 32];
     snprintf(ex_path, sizeof ex_path, "%s/example.json", cfg.out);
     write_example_json(&rs, &ev, ex_path);

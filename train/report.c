@@ -1,6 +1,7 @@
 /* Logs, JSON, pictures and the progress line of the training programs (report.h). */
 #include "report.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -83,6 +84,34 @@ static int parse_row(const char *line, size_t cols, unsigned long long *step, do
         p = end;
     }
     return *p == '\n' || *p == '\0';
+}
+
+size_t report_remove_stale_numbered(const char *dir, const char *prefix, size_t keep,
+                                    const char *suffix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    const size_t np = strlen(prefix), ns = strlen(suffix);
+    size_t removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        const size_t len = strlen(n);
+        if (len <= np + ns || strncmp(n, prefix, np) != 0 || strcmp(n + len - ns, suffix) != 0)
+            continue;
+        size_t k = 0, i = np;
+        for (; i < len - ns && n[i] >= '0' && n[i] <= '9' && k < SIZE_MAX / 10; i++)
+            k = 10 * k + (size_t)(n[i] - '0');
+        if (i != len - ns || k < keep)
+            continue; /* not <prefix><digits><suffix>, or one of this run's */
+        char path[CLI_PATH_CAP + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, n);
+        if (unlink(path) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
 }
 
 /* ---- stopping on a signal ---- */

@@ -96,6 +96,12 @@ void report_heatmaps(const char *path, const char *title, size_t heads, size_t r
                      size_t cols, const float *w, const char *const *row_labels,
                      const char *const *col_labels);
 
+/* Remove <dir>/<prefix><k><suffix> for every k >= keep (e.g. attention_layer3.svg after
+ * a run with 3 layers, or every heat map of a run that wrote none), so no picture of an
+ * earlier run stands beside the new outputs. Returns how many were removed. */
+size_t report_remove_stale_numbered(const char *dir, const char *prefix, size_t keep,
+                                    const char *suffix);
+
 /* ---- stopping on a signal ------------------------------------------------------------ */
 
 /* Catch SIGINT and SIGTERM for a training loop: the first one is only recorded — the
