@@ -117,6 +117,67 @@ static void test_model_readout_grad(void **state)
     assert_gc_pass(&res[2], "readout input");
 }
 
+/* The read-out's backward adds (+=) to dW, db and dx: gradients that start non-zero end
+ * at exactly old + (the gradient from zero), for each of the three. */
+static void test_model_readout_accumulates(void **state)
+{
+    (void)state;
+    enum { ROWS = 3, DIM = 4, CLASSES = 5 };
+    double x[ROWS * DIM], W[CLASSES * DIM], g[ROWS * CLASSES];
+    double dx0[ROWS * DIM] = {0}, dW0[CLASSES * DIM] = {0}, db0[CLASSES] = {0};
+    double dx[ROWS * DIM], dW[CLASSES * DIM], db[CLASSES];
+    double old_dx[ROWS * DIM], old_dW[CLASSES * DIM], old_db[CLASSES];
+    fill_uniform(x, ROWS * DIM, -1, 1, 21);
+    fill_uniform(W, CLASSES * DIM, -1, 1, 22);
+    fill_uniform(g, ROWS * CLASSES, -1, 1, 23);
+    fill_uniform(old_dx, ROWS * DIM, -1, 1, 24);
+    fill_uniform(old_dW, CLASSES * DIM, -1, 1, 25);
+    fill_uniform(old_db, CLASSES, -1, 1, 26);
+    memcpy(dx, old_dx, sizeof dx);
+    memcpy(dW, old_dW, sizeof dW);
+    memcpy(db, old_db, sizeof db);
+    tmd_readout_backward(ROWS, DIM, CLASSES, x, W, g, dW0, db0, dx0);
+    tmd_readout_backward(ROWS, DIM, CLASSES, x, W, g, dW, db, dx);
+    for (int i = 0; i < ROWS * DIM; i++)
+        assert_close(dx[i], old_dx[i] + dx0[i], 1e-15, 1e-14);
+    for (int i = 0; i < CLASSES * DIM; i++)
+        assert_close(dW[i], old_dW[i] + dW0[i], 1e-15, 1e-14);
+    for (int i = 0; i < CLASSES; i++)
+        assert_true(db[i] == old_db[i] + db0[i]);
+}
+
+/* --pos-init sinusoidal: pos_emb starts as pos_emb[s, 2k] = sin(s·ω_k),
+ * pos_emb[s, 2k+1] = cos(s·ω_k), ω_k = 10000^(−2k/D) (model.h), exactly (rounded once to
+ * float); the uniform start does not look like it. */
+static void test_model_pos_init_sinusoidal(void **state)
+{
+    (void)state;
+    task_spec t = {.kind = TASK_REVERSE, .n = 7, .vocab = 5};
+    tm_config cfg = {.model_dim = 6, .num_heads = 2, .layers = 1, .seed = 3, .threads = 1,
+                     .pos_sinusoidal = 1};
+    assert_int_equal(task_model_shape(&t, &cfg), MHA_OK);
+    tm_model *m = NULL;
+    assert_int_equal(tm_create(&m, &cfg, 1), MHA_OK);
+    mha_tensor_info ti;
+    assert_int_equal(tm_tensor_info_at(&cfg, 1, &ti), MHA_OK);
+    assert_string_equal(ti.name, "pos_emb.weight");
+    const float *pe = tm_params(m, NULL) + ti.offset;
+    const size_t D = cfg.model_dim;
+    for (size_t pos = 0; pos < cfg.seq_len; pos++)
+        for (size_t k = 0; 2 * k < D; k++) {
+            const double w = pow(10000.0, -(double)(2 * k) / (double)D);
+            assert_true(pe[pos * D + 2 * k] == (float)sin((double)pos * w));
+            if (2 * k + 1 < D)
+                assert_true(pe[pos * D + 2 * k + 1] == (float)cos((double)pos * w));
+        }
+    tm_destroy(m);
+    cfg.pos_sinusoidal = 0;
+    assert_int_equal(tm_create(&m, &cfg, 1), MHA_OK);
+    pe = tm_params(m, NULL) + ti.offset;
+    assert_false(pe[1] == 1.0f && pe[D + 1] == (float)cos(1.0)); /* cos(0) = 1 at (0, 1) */
+    tm_destroy(m);
+}
+
 typedef struct xent_ctx {
     size_t rows, classes;
     double *logits;
@@ -466,6 +527,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_embed_grad),
         cmocka_unit_test(test_model_readout_grad),
+        cmocka_unit_test(test_model_readout_accumulates),
+        cmocka_unit_test(test_model_pos_init_sinusoidal),
         cmocka_unit_test(test_model_xent_grad),
         cmocka_unit_test(test_model_grad_reverse),
         cmocka_unit_test(test_model_grad_copy),

@@ -614,6 +614,11 @@ static void st_refuses_bad_headers(void **state)
          "control character"},
         {"{\"a\xc3\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4, "invalid UTF-8"},
         {"{\"a\xed\xa0\x80\":{}}", 0, "invalid UTF-8"}, /* a UTF-16 surrogate */
+        /* overlong forms: lead bytes C0 and C1 never start valid UTF-8 */
+        {"{\"a\xc0\xaf\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4,
+         "invalid UTF-8"},
+        {"{\"a\xc1\xbf\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4,
+         "invalid UTF-8"},
         {"{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}\x01}", 4, "0x01"},
     };
     char path[600], err[256];
@@ -784,7 +789,7 @@ static void st_save_failure_keeps_old_file(void **state)
 
     st_tensor bad[NT];
     const char *keys2[2] = {"k", "k"}, *vals2[2] = {"1", "2"}, *vnull[1] = {NULL};
-    for (int variant = 0; variant < 11; variant++) {
+    for (int variant = 0; variant < 13; variant++) {
         memcpy(bad, fx.t, sizeof bad);
         const char *const *mk = fx.mk, *const *mv = fx.mv;
         size_t nm = 3;
@@ -799,6 +804,8 @@ static void st_save_failure_keeps_old_file(void **state)
         case 6: bad[6].name = NULL; break;                     /* NULL name              */
         case 7: mk = keys2; mv = vals2; nm = 2; break;         /* duplicate metadata key */
         case 8: mk = fx.mk; mv = vnull; nm = 1; break;         /* NULL metadata value    */
+        case 10: bad[0].name = "bad\xc0\xaf"; break;         /* overlong '/' (C0)      */
+        case 11: bad[0].name = "bad\xc1\xbf"; break;         /* overlong (C1)          */
         case 9:                                                /* 2^40·2^40·4 bytes      */
             bad[1].shape[0] = (size_t)1 << 40;
             bad[1].shape[1] = (size_t)1 << 40;
