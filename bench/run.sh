@@ -159,9 +159,11 @@ elif [ "$TRAIN" = 1 ]; then
 fi
 
 # ---- merge -------------------------------------------------------------------------
-"$PY" - "$TMP" "$OUT" <<'EOF'
+"$PY" - "$TMP" "$OUT" "$MACHINE_IDLE" <<'EOF'
 import json, os, sys
 tmp, out = sys.argv[1], sys.argv[2]
+busy = int(sys.argv[3]) < 90  # machine_header's rule
+busy_note = ("warning: the machine was busy at the start (%s%% idle): these numbers are noisy" % sys.argv[3]) if busy else ""
 def load(name):
     p = os.path.join(tmp, name)
     return json.load(open(p)) if os.path.exists(p) else None
@@ -249,9 +251,13 @@ if tr:
         fmt_or_dash(tr.get("torch_steps_per_s"), "%.1f"), fmt_or_dash(tr.get("ratio"), "%.1fx"),
         fmt_or_dash(tr.get("torch_steps_per_s_malloc_tuned"), "%.1f"),
         fmt_or_dash(tr.get("ratio_vs_malloc_tuned"), "%.1fx")))
+if busy_note:
+    print(busy_note)
 # the same table in Markdown, for bench/README.md
 md = os.path.splitext(out)[0] + ".md"
 with open(md, "w") as f:
+    if busy_note:
+        f.write("**%s**\n\n" % busy_note)
     f.write("| B, S, D, H | threads | dropout | ms | GFLOP/s | sgemm GFLOP/s | sgemm fraction "
             "| PyTorch ms (best) | speed-up | PyTorch ms, malloc tuned | speed-up | saved bytes "
             "| / reference |\n")

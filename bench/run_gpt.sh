@@ -269,8 +269,14 @@ for t in targets:
 if quick:
     print("(--quick: a smoke run; these numbers are not the targets' measurement)")
 
+busy_note = ("warning: the machine was busy at the start (%s%% idle): these numbers are noisy"
+             % idle) if int(idle) < 90 else ""
+if busy_note:
+    print(busy_note)
 md = os.path.splitext(out)[0] + ".md"
 with open(md, "w") as f:
+    if busy_note:
+        f.write("**%s**\n\n" % busy_note)
     f.write("| target | measured | target | met? |\n| --- | ---: | ---: | --- |\n")
     for t in targets:
         u = "×" if t["unit"] == "x" else " " + t["unit"]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: install missing packages, build from scratch in build/
-# (or $MHA_BUILD_DIR) and run every test with ctest.
+# The test command: install missing packages, configure and build in build/ (or
+# $MHA_BUILD_DIR; from scratch when it does not exist — CI always starts from a fresh
+# clone — incrementally otherwise) and run every test with ctest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MHA_BUILD_DIR:-$root/build}

@@ -209,11 +209,9 @@ static void run_grad_case_mode(const grad_case *g, mha_attn_mode mode)
     for (size_t i = 0; i < n; i++) {
         assert_true(res[i].compared > 0);
         if (!(res[i].worst_ratio <= 1.0)) {
-            print_error("%s mode, %-10s worst ratio %.3g at %zu: analytic %.12g numeric %.12g "
-                        "(max abs %.3g, max rel %.3g)\n",
-                        mode == MHA_ATTN_STORED ? "stored" : "recompute", t[i].name,
-                        res[i].worst_ratio, res[i].worst_index, res[i].worst_analytic,
-                        res[i].worst_numeric, res[i].max_abs_err, res[i].max_rel_err);
+            char line[400];
+            mha_gc_format(&res[i], t[i].name, line, sizeof line);
+            print_error("%s mode: %s\n", mode == MHA_ATTN_STORED ? "stored" : "recompute", line);
             ok = 0;
         }
     }
