@@ -2,13 +2,27 @@
  * Optimizers (SGD with momentum, Adam, AdamW), global gradient-norm clipping and a
  * warm-up + cosine learning-rate schedule, with PyTorch semantics.
  *
- * Precision: float32. Parameters, gradients and moment buffers are float arrays,
- * because training runs the float instantiation of the module (mha_module); the
- * arithmetic of each element update is done in double and rounded once when stored,
- * and the gradient norm is accumulated in double.
+ * Two precisions from one source (src/optim_core.inc; typed half in mha_optim_api.h),
+ * as the rest of the library:
+ *   mha_optimizer,  mha_optim_create, mha_optim_add(…, float *params, float *grads, …),
+ *                   mha_optim_step, mha_optim_group(…, float **m, float **v) …  float32
+ *   mhad_optimizer, mhad_optim_create, mhad_optim_add(…, double *params, double *grads, …),
+ *                   mhad_optim_step, mhad_optim_group(…, double **m, double **v) … float64
+ * The config, the kinds, the defaults and the learning-rate schedule are shared
+ * (mha_optim_config, mha_optim_kind, mha_optim_default_config, mha_lr_schedule,
+ * mha_lr_at). Both precisions compute every element update and the gradient norm in
+ * double; they differ only in the storage of parameters, gradients and moments:
+ *   float32 (training the float modules): each element is read as float, updated in
+ *     double and rounded once to float when stored — exactly the arithmetic of the
+ *     float-only optimizer this API started as (its results are unchanged, bit for bit);
+ *   float64 (training the mhad_ modules, e.g. to compare with a float64 reference):
+ *     the same formulas with no rounding to float anywhere, so a step agrees with the
+ *     formulas below evaluated in double to the last few ulp.
+ * Everything below holds for both precisions (the typed declarations, written once
+ * in mha_optim_api.h with MHA_REAL for the element type, are listed there).
  *
  * Usage, one training step (the module's flat parameter and gradient buffers are one
- * group; any layer with a float buffer can be another):
+ * group; any layer with a parameter buffer can be another; mhad_ the same with double):
  *
  *   mha_optim_config cfg;  mha_optim_default_config(MHA_OPTIM_ADAMW, &cfg);
  *   mha_optimizer *opt;    mha_optim_create(&opt, &cfg);
@@ -78,10 +92,6 @@ typedef struct mha_optim_config {
     double beta1, beta2, eps; /* Adam/AdamW; with bias correction, torch semantics     */
 } mha_optim_config;
 
-/* Opaque; owns its moment buffers and copies of the group names, borrows the
- * parameter and gradient arrays. */
-typedef struct mha_optimizer mha_optimizer;
-
 /* Fill *cfg with torch's defaults for `kind`:
  *   SGD:   momentum 0, weight_decay 0
  *   Adam:  beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0
@@ -89,77 +99,18 @@ typedef struct mha_optimizer mha_optimizer;
  * (unused fields are set to 0). MHA_EINVAL for cfg == NULL or an unknown kind. */
 MHA_API int mha_optim_default_config(mha_optim_kind kind, mha_optim_config *cfg);
 
-/* Create an optimizer with no groups and step count 0; *out is owned, free it with
- * mha_optim_destroy. The config is copied. MHA_EINVAL (out or cfg NULL, unknown kind,
- * a used field out of range), MHA_ENOMEM; on error *out is not written. */
-MHA_API int mha_optim_create(mha_optimizer **out, const mha_optim_config *cfg);
+/* ---- Optimizer, per precision ------------------------------------------------- */
+#define MHA_REAL float
+#define MHA_NAME(n) mha_##n
+#include "mha_optim_api.h"
+#undef MHA_REAL
+#undef MHA_NAME
 
-/* Free the optimizer, its moment buffers and names (not the borrowed parameter and
- * gradient arrays). NULL is a no-op. */
-MHA_API void mha_optim_destroy(mha_optimizer *o);
-
-/* Register a parameter group: params[n] and grads[n] are borrowed (they must outlive
- * the optimizer, and no two parameter or gradient arrays of any groups may overlap);
- * the optimizer allocates the group's moment buffers, zeroed: m[n] for SGD with
- * momentum ≠ 0, m[n] and v[n] for Adam/AdamW, none for plain SGD. name (non-empty, unique within the optimizer) is copied; it
- * identifies the group in checkpoints. Groups are numbered 0, 1, … in the order added.
- * Groups must be added before the first step (the step count is shared by all groups,
- * so a late group would get the wrong bias correction).
- * MHA_EINVAL (NULL pointer, n == 0, empty or duplicate name), MHA_EOVERFLOW
- * (n·sizeof(float) overflows size_t), MHA_ENOMEM, MHA_ESTATE (step count ≠ 0);
- * on error the optimizer is unchanged. */
-MHA_API int mha_optim_add(mha_optimizer *o, const char *name, float *params, float *grads,
-                          size_t n);
-
-/* The same with this group's own weight decay (torch's per-param-group weight_decay),
- * used instead of cfg.weight_decay for its elements — e.g. AdamW's decay on matmul
- * weights only, 0 for biases, norms and embeddings. Same errors as mha_optim_add, plus
- * MHA_EINVAL for weight_decay negative, infinite or NaN. */
-MHA_API int mha_optim_add_decay(mha_optimizer *o, const char *name, float *params, float *grads,
-                                size_t n, double weight_decay);
-
-/* Global gradient-norm clipping, torch.nn.utils.clip_grad_norm_ (L2, over all groups):
- *   norm = √(Σ_groups Σ_i grads[i]²)        (accumulated in double)
- *   coef = max_norm / (norm + 1e-6)
- *   if max_norm > 0 and coef < 1:  grads[i] ← grads[i]·coef   for every group
- * (coef < 1 is torch's clamp(coef, max = 1): it holds for norm > max_norm − 1e-6, so a
- * norm exactly equal to max_norm is scaled by max_norm / (max_norm + 1e-6).)
- * Writes the norm BEFORE clipping to *norm unless norm == NULL. max_norm == 0 only
- * measures; max_norm = +∞ never clips. No groups: norm 0.
- * MHA_EINVAL (o NULL, max_norm negative or NaN); MHA_ENONFINITE if any gradient is NaN
- * or ±∞ (the norm is then not finite); on error nothing is written, *norm included. */
-MHA_API int mha_optim_clip_grad_norm(mha_optimizer *o, double max_norm, double *norm);
-
-/* One update of every group with learning rate lr (formulas at the top of this file),
- * then t ← t + 1 (the update uses the new t; the first step has t = 1). Reads grads,
- * writes params and the moment buffers; does not zero the gradients. Allocates nothing.
- * With no groups it only increments t. Results are not checked: finite inputs can
- * still overflow float for absurd lr.
- * MHA_EINVAL (o NULL, lr negative, NaN or infinite); MHA_ENONFINITE if any gradient of
- * any group is NaN or ±∞ (checked before anything is written); MHA_EOVERFLOW if
- * t == UINT64_MAX. On error params, moments and t are unchanged. */
-MHA_API int mha_optim_step(mha_optimizer *o, double lr);
-
-/* Number of registered groups (0 for o == NULL). */
-MHA_API size_t mha_optim_num_groups(const mha_optimizer *o);
-
-/* Checkpoint access to group `index` (0 .. num_groups−1): its name (borrowed, owned by
- * the optimizer), its element count n and its moment buffers, borrowed and writable so
- * a checkpoint can be loaded into them, each [n] floats, valid until mha_optim_destroy:
- *   SGD, momentum ≠ 0:  *m = momentum buffer, *v = NULL
- *   SGD, momentum = 0:  *m = NULL,            *v = NULL   (plain SGD keeps no state)
- *   Adam, AdamW:        *m = first moment,    *v = second moment (must stay >= 0)
- * Any output pointer may be NULL to skip it.
- * MHA_EINVAL (o NULL, index out of range); on error nothing is written. */
-MHA_API int mha_optim_group(mha_optimizer *o, size_t index, const char **name, size_t *n,
-                            float **m, float **v);
-
-/* Step count t: the number of completed mha_optim_step calls (or the value set).
- * get: MHA_EINVAL for NULL. set: any value; the next step uses t + 1 in the Adam bias
- * correction (MHA_EINVAL for o NULL). Together with the moment buffers this is the
- * whole optimizer state. */
-MHA_API int mha_optim_get_step(const mha_optimizer *o, uint64_t *t);
-MHA_API int mha_optim_set_step(mha_optimizer *o, uint64_t t);
+#define MHA_REAL double
+#define MHA_NAME(n) mhad_##n
+#include "mha_optim_api.h"
+#undef MHA_REAL
+#undef MHA_NAME
 
 /* ---- Learning-rate schedule ------------------------------------------------ */
 /* Linear warm-up, then cosine decay, then constant. With W = warmup_steps,

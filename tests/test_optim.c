@@ -1,7 +1,10 @@
 /*
- * Tests of src/optim.c (include/mha_optim.h): SGD (momentum, coupled weight decay),
+ * Tests of src/optim_core.inc (include/mha_optim.h): SGD (momentum, coupled weight decay),
  * Adam (coupled weight decay) and AdamW (decoupled), global gradient-norm clipping,
  * the warm-up + cosine learning-rate schedule, validation and the checkpoint accessors.
+ *
+ * The float64 optimizer (mhad_optim_*, the same source) is tested by the optim_f64_ tests
+ * at the end, against the same reference at double accuracy.
  *
  * Every optimizer is checked two ways on the same 3-element problem (k_p0, k_grads,
  * learning rate base·k_lr_mult[k] at step k):
@@ -922,6 +925,447 @@ static void optim_lr_schedule_invalid(void **state)
     assert_true(lr == 0.0);
 }
 
+/* ==== float64: mhad_optim_* ============================================================= */
+/* The same optimizers on double parameters, gradients and moments (one source with the
+ * float ones, src/optim_core.inc). The double path rounds nowhere to float, so it is held
+ * to the double reference ref_step() at a few ulp — float rounding would miss by ~1e-8:
+ * parameters (O(1), ulp(2) = 4.4e-16) to D_ATOL, moments to D_RTOL relative (Adam's m is
+ * computed as β1·m + (1−β1)·g here and by lerp in ref_step: the same value, other
+ * roundings). The tests mirror the float tests above; names start with optim_f64_. */
+#define D_ATOL 2e-15
+#define D_RTOL 1e-14
+
+/* Run case c (k_p0, k_grads, base·k_lr_mult) in double against ref_step after each step. */
+static void run_case_d(const optim_case *c)
+{
+    double p[N], g[N];
+    ref_state ref = {{0}, {0}, {0}};
+    for (int i = 0; i < N; i++)
+        p[i] = ref.p[i] = (double)k_p0[i];
+
+    mhad_optimizer *o = NULL;
+    assert_int_equal(mhad_optim_create(&o, &c->cfg), MHA_OK);
+    assert_int_equal(mhad_optim_add(o, "w", p, g, N), MHA_OK);
+    for (int k = 0; k < STEPS; k++) {
+        double lr = c->base_lr * k_lr_mult[k];
+        for (int i = 0; i < N; i++)
+            g[i] = (double)k_grads[k][i];
+        assert_int_equal(mhad_optim_step(o, lr), MHA_OK);
+        ref_step(&ref, &c->cfg, lr, k + 1, k_grads[k]);
+        for (int i = 0; i < N; i++) {
+            assert_close(p[i], ref.p[i], D_ATOL, 0.0);
+            assert_close(p[i], c->torch_p[k][i], P_ATOL, 0.0); /* torch's float32 run */
+            assert_true(g[i] == (double)k_grads[k][i]);         /* gradients only read */
+        }
+    }
+    uint64_t t = 0;
+    assert_int_equal(mhad_optim_get_step(o, &t), MHA_OK);
+    assert_int_equal(t, STEPS);
+    double *m = NULL, *v = NULL;
+    assert_int_equal(mhad_optim_group(o, 0, NULL, NULL, &m, &v), MHA_OK);
+    int has_m = c->cfg.kind != MHA_OPTIM_SGD || c->cfg.momentum != 0.0;
+    int has_v = c->cfg.kind != MHA_OPTIM_SGD;
+    assert_true((m != NULL) == has_m);
+    assert_true((v != NULL) == has_v);
+    for (int i = 0; i < N; i++) {
+        if (has_m)
+            assert_close(m[i], ref.m[i], 0.0, D_RTOL);
+        if (has_v)
+            assert_close(v[i], ref.v[i], 0.0, D_RTOL);
+    }
+    mhad_optim_destroy(o);
+}
+
+/* SGD, SGD with momentum and coupled decay, Adam, Adam with coupled decay and AdamW in
+ * double: every step's params and the final moments match the double formula at a few
+ * ulp (and torch's float32 run at float accuracy). */
+static void optim_f64_all_kinds_match_formula(void **state)
+{
+    (void)state;
+    const optim_case *cases[5] = {&k_sgd, &k_sgd_mom_wd, &k_adam, &k_adam_wd, &k_adamw};
+    for (int c = 0; c < 5; c++)
+        run_case_d(cases[c]);
+}
+
+/* The double optimizer keeps what the float one rounds away: an SGD update of 2^-40
+ * on p = 1 moves a double parameter (by exactly 2^-40) and leaves a float one at 1. */
+static void optim_f64_does_not_round_to_float(void **state)
+{
+    (void)state;
+    const mha_optim_config sgd = {MHA_OPTIM_SGD, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double pd = 1.0, gd = 0x1p-40;
+    float pf = 1.0f, gf = 0x1p-40f;
+    mhad_optimizer *od = NULL;
+    mha_optimizer *of = NULL;
+    assert_int_equal(mhad_optim_create(&od, &sgd), MHA_OK);
+    assert_int_equal(mha_optim_create(&of, &sgd), MHA_OK);
+    assert_int_equal(mhad_optim_add(od, "w", &pd, &gd, 1), MHA_OK);
+    assert_int_equal(mha_optim_add(of, "w", &pf, &gf, 1), MHA_OK);
+    assert_int_equal(mhad_optim_step(od, 1.0), MHA_OK);
+    assert_int_equal(mha_optim_step(of, 1.0), MHA_OK);
+    assert_true(pd == 1.0 - 0x1p-40);
+    assert_true(pf == 1.0f);
+    mhad_optim_destroy(od);
+    mha_optim_destroy(of);
+}
+
+/* Per-group weight decay in double: one AdamW with groups at wd 0 and 0.1 (config 0.5,
+ * unused) equals the double formula with wd 0 and 0.1 respectively. */
+static void optim_f64_group_weight_decay_is_per_group(void **state)
+{
+    (void)state;
+    mha_optim_config cfg;
+    assert_int_equal(mha_optim_default_config(MHA_OPTIM_ADAMW, &cfg), MHA_OK);
+    cfg.weight_decay = 0.5;
+    double a[N], b[N], ga[N], gb[N];
+    ref_state ra = {{0}, {0}, {0}}, rb = {{0}, {0}, {0}};
+    for (int i = 0; i < N; i++)
+        a[i] = b[i] = ra.p[i] = rb.p[i] = (double)k_p0[i];
+    mhad_optimizer *o = NULL;
+    assert_int_equal(mhad_optim_create(&o, &cfg), MHA_OK);
+    assert_int_equal(mhad_optim_add_decay(o, "no_decay", a, ga, N, 0.0), MHA_OK);
+    assert_int_equal(mhad_optim_add_decay(o, "decay", b, gb, N, 0.1), MHA_OK);
+    assert_int_equal(mhad_optim_add_decay(o, "bad", b, gb, N, -1.0), MHA_EINVAL);
+    assert_int_equal(mhad_optim_add_decay(o, "bad", b, gb, N, INFINITY), MHA_EINVAL);
+    assert_int_equal(mhad_optim_num_groups(o), 2);
+    mha_optim_config c0 = cfg, c1 = cfg;
+    c0.weight_decay = 0.0;
+    c1.weight_decay = 0.1;
+    for (int k = 0; k < STEPS; k++) {
+        const double lr = 0.05 * k_lr_mult[k];
+        for (int i = 0; i < N; i++)
+            ga[i] = gb[i] = (double)k_grads[k][i];
+        assert_int_equal(mhad_optim_step(o, lr), MHA_OK);
+        ref_step(&ra, &c0, lr, k + 1, k_grads[k]);
+        ref_step(&rb, &c1, lr, k + 1, k_grads[k]);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_close(a[i], ra.p[i], D_ATOL, 0.0);
+        assert_close(b[i], rb.p[i], D_ATOL, 0.0);
+        assert_true(fabs(a[i] - b[i]) > 1e-4); /* the decay did act on b only */
+    }
+    mhad_optim_destroy(o);
+}
+
+/* Thread-count independence in double: 1 and 2 OpenMP threads give the same bits for
+ * AdamW and SGD with momentum on a group large enough to be split (17 spans), with the
+ * norm and clipping included. */
+static void optim_f64_thread_count_independent(void **state)
+{
+    (void)state;
+    enum { BIG = 70001 };
+    for (int kind = 0; kind < 2; kind++) {
+        double *p[2], norm[2], *g = malloc(BIG * sizeof(double));
+        assert_non_null(g);
+        for (int run = 0; run < 2; run++) {
+            mha_optim_config cfg;
+            mha_optim_default_config(kind ? MHA_OPTIM_ADAMW : MHA_OPTIM_SGD, &cfg);
+            cfg.momentum = kind ? 0.0 : 0.9;
+            p[run] = malloc(BIG * sizeof(double));
+            assert_non_null(p[run]);
+            for (int i = 0; i < BIG; i++)
+                p[run][i] = (double)((i % 97) - 48) / 50.0;
+            mhad_optimizer *o = NULL;
+            assert_int_equal(mhad_optim_create(&o, &cfg), MHA_OK);
+            assert_int_equal(mhad_optim_add(o, "big", p[run], g, BIG), MHA_OK);
+            omp_set_num_threads(run + 1);
+            for (int step = 0; step < 3; step++) {
+                for (int i = 0; i < BIG; i++)
+                    g[i] = (double)(((i * 7 + step) % 31) - 15) / 100.0;
+                assert_int_equal(mhad_optim_clip_grad_norm(o, 10.0, &norm[run]), MHA_OK);
+                assert_int_equal(mhad_optim_step(o, 0.01), MHA_OK);
+            }
+            mhad_optim_destroy(o);
+        }
+        omp_set_num_threads(2);
+        assert_memory_equal(p[0], p[1], BIG * sizeof(double));
+        assert_true(norm[0] == norm[1] && norm[0] > 10.0); /* the clip did scale */
+        free(p[0]);
+        free(p[1]);
+        free(g);
+    }
+}
+
+/* Clipping in double: the norm over both groups, the scale max_norm/(norm + 1e-6) at
+ * double accuracy, a norm of 5e100 (beyond float's range) handled, gradients below
+ * max_norm left bit for bit; Σg² overflowing double (|g| ~ 1e200, finite) is refused
+ * with MHA_ENONFINITE and nothing written, as the header says. */
+static void optim_f64_clip(void **state)
+{
+    (void)state;
+    double pa[2] = {0}, pb[2] = {0}, ga[2] = {3.0, 0.0}, gb[2] = {0.0, -4.0};
+    const mha_optim_config cfg = {MHA_OPTIM_SGD, 0.0, 0.0, 0.0, 0.0, 0.0};
+    mhad_optimizer *o = NULL;
+    assert_int_equal(mhad_optim_create(&o, &cfg), MHA_OK);
+    assert_int_equal(mhad_optim_add(o, "a", pa, ga, 2), MHA_OK);
+    assert_int_equal(mhad_optim_add(o, "b", pb, gb, 2), MHA_OK);
+    double norm = -1.0;
+    assert_int_equal(mhad_optim_clip_grad_norm(o, 1.0, &norm), MHA_OK);
+    assert_true(norm == 5.0);
+    assert_close(ga[0], 3.0 / (5.0 + 1e-6), 0.0, 1e-15);
+    assert_close(gb[1], -4.0 / (5.0 + 1e-6), 0.0, 1e-15);
+    assert_true(ga[1] == 0.0 && gb[0] == 0.0);
+    /* boundary: norm == max_norm is still scaled by max/(max + 1e-6) */
+    ga[0] = 3.0;
+    gb[1] = -4.0;
+    assert_int_equal(mhad_optim_clip_grad_norm(o, 5.0, &norm), MHA_OK);
+    assert_true(norm == 5.0);
+    assert_close(ga[0], 15.0 / (5.0 + 1e-6), 0.0, 1e-15);
+    assert_true(ga[0] < 3.0);
+    /* beyond float: 3e100 and −4e100 have the norm 5e100 */
+    ga[0] = 3e100;
+    gb[1] = -4e100;
+    assert_int_equal(mhad_optim_clip_grad_norm(o, 1.0, &norm), MHA_OK);
+    assert_close(norm, 5e100, 0.0, 1e-15);
+    assert_close(ga[0], 0.6, 0.0, 1e-15);
+    assert_close(gb[1], -0.8, 0.0, 1e-15);
+    /* below max_norm, max_norm 0 and ∞: bit for bit untouched */
+    const double a0 = ga[0], b1 = gb[1];
+    const double max_norms[3] = {1.5, 0.0, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(mhad_optim_clip_grad_norm(o, max_norms[k], &norm), MHA_OK);
+        assert_close(norm, 1.0, 0.0, 1e-15);
+        assert_true(ga[0] == a0 && gb[1] == b1 && ga[1] == 0.0 && gb[0] == 0.0);
+    }
+    /* Σg² = 2.5e400 overflows double: refused, nothing written */
+    ga[0] = 3e200;
+    gb[1] = -4e200;
+    norm = 42.0;
+    assert_int_equal(mhad_optim_clip_grad_norm(o, 1.0, &norm), MHA_ENONFINITE);
+    assert_true(norm == 42.0 && ga[0] == 3e200 && gb[1] == -4e200);
+    mhad_optim_destroy(o);
+}
+
+/* Two double groups (3 and 2 elements) of an AdamW after one step: moments and t
+ * nonzero. Snapshot = params, grads, moments, t. */
+typedef struct two_groups_d {
+    double p1[N], g1[N], p2[2], g2[2];
+    mhad_optimizer *o;
+} two_groups_d;
+
+typedef struct snapshot_d {
+    double p1[N], g1[N], m1[N], v1[N], p2[2], g2[2], m2[2], v2[2];
+    uint64_t t;
+} snapshot_d;
+
+static void two_groups_d_init(two_groups_d *w)
+{
+    for (int i = 0; i < N; i++) {
+        w->p1[i] = (double)k_p0[i];
+        w->g1[i] = (double)k_grads[0][i];
+    }
+    w->p2[0] = 1.5;
+    w->p2[1] = -0.5;
+    w->g2[0] = 0.01;
+    w->g2[1] = 0.02;
+    const mha_optim_config cfg = {MHA_OPTIM_ADAMW, 0.0, 0.01, 0.9, 0.999, 1e-8};
+    w->o = NULL;
+    assert_int_equal(mhad_optim_create(&w->o, &cfg), MHA_OK);
+    assert_int_equal(mhad_optim_add(w->o, "w", w->p1, w->g1, N), MHA_OK);
+    assert_int_equal(mhad_optim_add(w->o, "b", w->p2, w->g2, 2), MHA_OK);
+    assert_int_equal(mhad_optim_step(w->o, 0.01), MHA_OK);
+    for (int i = 0; i < N; i++)
+        w->g1[i] = (double)k_grads[1][i];
+}
+
+static void take_d(two_groups_d *w, snapshot_d *s)
+{
+    memset(s, 0, sizeof *s);
+    memcpy(s->p1, w->p1, sizeof s->p1);
+    memcpy(s->g1, w->g1, sizeof s->g1);
+    memcpy(s->p2, w->p2, sizeof s->p2);
+    memcpy(s->g2, w->g2, sizeof s->g2);
+    double *m = NULL, *v = NULL;
+    assert_int_equal(mhad_optim_group(w->o, 0, NULL, NULL, &m, &v), MHA_OK);
+    memcpy(s->m1, m, sizeof s->m1);
+    memcpy(s->v1, v, sizeof s->v1);
+    assert_int_equal(mhad_optim_group(w->o, 1, NULL, NULL, &m, &v), MHA_OK);
+    memcpy(s->m2, m, sizeof s->m2);
+    memcpy(s->v2, v, sizeof s->v2);
+    assert_int_equal(mhad_optim_get_step(w->o, &s->t), MHA_OK);
+}
+
+static void assert_unchanged_d(two_groups_d *w, const snapshot_d *before)
+{
+    snapshot_d now;
+    take_d(w, &now);
+    assert_memory_equal(&now, before, sizeof now);
+    assert_int_equal(mhad_optim_num_groups(w->o), 2);
+}
+
+/* Refusals in double change nothing (params, grads, moments, t, *norm, group count):
+ * bad lr, bad max_norm, NULL optimizer, a NaN/±∞ gradient in the last element of the
+ * last group, t == UINT64_MAX, bad add arguments, n·sizeof(double) overflowing, a group
+ * after a step, a bad group index, a bad config. */
+static void optim_f64_invalid_arguments_change_nothing(void **state)
+{
+    (void)state;
+    two_groups_d w;
+    two_groups_d_init(&w);
+    snapshot_d s;
+    take_d(&w, &s);
+
+    const double bad_lr[4] = {NAN, -1e-3, INFINITY, -INFINITY};
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(mhad_optim_step(w.o, bad_lr[k]), MHA_EINVAL);
+    assert_int_equal(mhad_optim_step(NULL, 0.01), MHA_EINVAL);
+    double norm = 42.0;
+    assert_int_equal(mhad_optim_clip_grad_norm(w.o, -1.0, &norm), MHA_EINVAL);
+    assert_int_equal(mhad_optim_clip_grad_norm(w.o, NAN, &norm), MHA_EINVAL);
+    assert_int_equal(mhad_optim_clip_grad_norm(NULL, 1.0, &norm), MHA_EINVAL);
+    assert_true(norm == 42.0);
+    assert_unchanged_d(&w, &s);
+
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; b++) {
+        w.g2[1] = bad[b];
+        take_d(&w, &s);
+        assert_int_equal(mhad_optim_step(w.o, 0.01), MHA_ENONFINITE);
+        assert_int_equal(mhad_optim_clip_grad_norm(w.o, 1e-3, &norm), MHA_ENONFINITE);
+        assert_true(norm == 42.0);
+        assert_unchanged_d(&w, &s);
+    }
+    w.g2[1] = 0.5;
+    take_d(&w, &s);
+
+    double p[2], g[2];
+    assert_int_equal(mhad_optim_add(NULL, "x", p, g, 2), MHA_EINVAL);
+    assert_int_equal(mhad_optim_add(w.o, NULL, p, g, 2), MHA_EINVAL);
+    assert_int_equal(mhad_optim_add(w.o, "", p, g, 2), MHA_EINVAL);
+    assert_int_equal(mhad_optim_add(w.o, "x", NULL, g, 2), MHA_EINVAL);
+    assert_int_equal(mhad_optim_add(w.o, "x", p, NULL, 2), MHA_EINVAL);
+    assert_int_equal(mhad_optim_add(w.o, "x", p, g, 0), MHA_EINVAL);
+    assert_int_equal(mhad_optim_add(w.o, "w", p, g, 2), MHA_EINVAL); /* duplicate name */
+    assert_int_equal(mhad_optim_add(w.o, "x", p, g, 2), MHA_ESTATE);  /* after a step */
+    const char *nm = "untouched";
+    size_t n = 7;
+    assert_int_equal(mhad_optim_group(w.o, 2, &nm, &n, NULL, NULL), MHA_EINVAL);
+    assert_int_equal(mhad_optim_group(NULL, 0, &nm, &n, NULL, NULL), MHA_EINVAL);
+    assert_true(n == 7 && strcmp(nm, "untouched") == 0);
+    assert_unchanged_d(&w, &s);
+
+    /* t == UINT64_MAX: MHA_EOVERFLOW, params and moments unchanged */
+    assert_int_equal(mhad_optim_set_step(w.o, UINT64_MAX), MHA_OK);
+    s.t = UINT64_MAX;
+    assert_int_equal(mhad_optim_step(w.o, 0.01), MHA_EOVERFLOW);
+    assert_unchanged_d(&w, &s);
+    assert_int_equal(mhad_optim_set_step(NULL, 1), MHA_EINVAL);
+    assert_int_equal(mhad_optim_get_step(w.o, NULL), MHA_EINVAL);
+    mhad_optim_destroy(w.o);
+
+    /* before any step: the double size limit, then a valid add */
+    const mha_optim_config adam = {MHA_OPTIM_ADAM, 0.0, 0.0, 0.9, 0.999, 1e-8};
+    mhad_optimizer *o = NULL;
+    assert_int_equal(mhad_optim_create(&o, &adam), MHA_OK);
+    assert_int_equal(mhad_optim_add(o, "x", p, g, SIZE_MAX / sizeof(double) + 1),
+                     MHA_EOVERFLOW);
+    assert_int_equal(mhad_optim_num_groups(o), 0);
+    assert_int_equal(mhad_optim_add(o, "x", p, g, 2), MHA_OK);
+    double *m = NULL, *v = NULL;
+    assert_int_equal(mhad_optim_group(o, 0, &nm, &n, &m, &v), MHA_OK);
+    assert_true(n == 2 && strcmp(nm, "x") == 0);
+    assert_true(m != NULL && v != NULL && m[0] == 0.0 && m[1] == 0.0 && v[0] == 0.0 &&
+                v[1] == 0.0);
+    mhad_optim_destroy(o);
+
+    /* create: a bad config or NULL; *out is not written */
+    mhad_optimizer *const sentinel = (mhad_optimizer *)&w;
+    mha_optim_config c = adam;
+    c.beta2 = 1.0;
+    o = sentinel;
+    assert_int_equal(mhad_optim_create(&o, &c), MHA_EINVAL);
+    assert_int_equal(mhad_optim_create(&o, NULL), MHA_EINVAL);
+    assert_ptr_equal(o, sentinel);
+    assert_int_equal(mhad_optim_create(NULL, &adam), MHA_EINVAL);
+    assert_int_equal(mhad_optim_num_groups(NULL), 0);
+    mhad_optim_destroy(NULL); /* no-op */
+}
+
+/* Checkpoint round trip in double: an optimizer rebuilt after step 2 from the params,
+ * the moments (written through mhad_optim_group) and the step count gives bit-identical
+ * params and moments after step 3. Two groups; SGD-momentum and AdamW. */
+static void optim_f64_checkpoint_resume_is_bitwise(void **state)
+{
+    (void)state;
+    const mha_optim_config cfgs[2] = {
+        {MHA_OPTIM_SGD, 0.9, 0.01, 0.0, 0.0, 0.0},
+        {MHA_OPTIM_ADAMW, 0.0, 0.05, 0.8, 0.99, 1e-6},
+    };
+    for (int c = 0; c < 2; c++) {
+        double pa[N], pb[N], pc[N], qa[2] = {0.25, -0.75}, qb[2], qc[2], ga[N], gq[2];
+        for (int i = 0; i < N; i++)
+            pa[i] = (double)k_p0[i];
+        mhad_optimizer *a = NULL, *b = NULL;
+        assert_int_equal(mhad_optim_create(&a, &cfgs[c]), MHA_OK);
+        assert_int_equal(mhad_optim_add(a, "w", pa, ga, N), MHA_OK);
+        assert_int_equal(mhad_optim_add(a, "bias", qa, gq, 2), MHA_OK);
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < N; i++)
+                ga[i] = (double)k_grads[k][i];
+            gq[0] = 0.5 * (k + 1);
+            gq[1] = -0.125;
+            assert_int_equal(mhad_optim_step(a, 0.05), MHA_OK);
+        }
+        /* "checkpoint": copy params, moments and t into a fresh optimizer */
+        memcpy(pb, pa, sizeof pb);
+        memcpy(qb, qa, sizeof qb);
+        memcpy(pc, pa, sizeof pc);
+        memcpy(qc, qa, sizeof qc);
+        assert_int_equal(mhad_optim_create(&b, &cfgs[c]), MHA_OK);
+        assert_int_equal(mhad_optim_add(b, "w", pb, ga, N), MHA_OK);
+        assert_int_equal(mhad_optim_add(b, "bias", qb, gq, 2), MHA_OK);
+        for (size_t j = 0; j < 2; j++) {
+            const char *na = NULL, *nb = NULL;
+            size_t n_a = 0, n_b = 0;
+            double *ma = NULL, *va = NULL, *mb = NULL, *vb = NULL;
+            assert_int_equal(mhad_optim_group(a, j, &na, &n_a, &ma, &va), MHA_OK);
+            assert_int_equal(mhad_optim_group(b, j, &nb, &n_b, &mb, &vb), MHA_OK);
+            assert_string_equal(na, nb);
+            assert_int_equal(n_a, n_b);
+            assert_non_null(ma);
+            assert_true((va != NULL) == (c == 1));
+            memcpy(mb, ma, n_a * sizeof(double));
+            if (va != NULL)
+                memcpy(vb, va, n_a * sizeof(double));
+        }
+        uint64_t t = 0;
+        assert_int_equal(mhad_optim_get_step(a, &t), MHA_OK);
+        assert_int_equal(t, 2);
+        assert_int_equal(mhad_optim_set_step(b, t), MHA_OK);
+
+        for (int i = 0; i < N; i++)
+            ga[i] = (double)k_grads[2][i];
+        gq[0] = 2.0;
+        gq[1] = 0.0625;
+        assert_int_equal(mhad_optim_step(a, 0.05), MHA_OK);
+        assert_int_equal(mhad_optim_step(b, 0.05), MHA_OK);
+        assert_memory_equal(pa, pb, sizeof pa);
+        assert_memory_equal(qa, qb, sizeof qa);
+        for (size_t j = 0; j < 2; j++) {
+            size_t n = 0;
+            double *ma = NULL, *va = NULL, *mb = NULL, *vb = NULL;
+            assert_int_equal(mhad_optim_group(a, j, NULL, &n, &ma, &va), MHA_OK);
+            assert_int_equal(mhad_optim_group(b, j, NULL, NULL, &mb, &vb), MHA_OK);
+            assert_memory_equal(ma, mb, n * sizeof(double));
+            if (va != NULL)
+                assert_memory_equal(va, vb, n * sizeof(double));
+        }
+        assert_int_equal(mhad_optim_get_step(b, &t), MHA_OK);
+        assert_int_equal(t, 3);
+        /* the restored state mattered: from the same params without it (zero moments,
+         * t = 0) step 3 goes elsewhere */
+        mhad_optimizer *fresh = NULL;
+        assert_int_equal(mhad_optim_create(&fresh, &cfgs[c]), MHA_OK);
+        assert_int_equal(mhad_optim_add(fresh, "w", pc, ga, N), MHA_OK);
+        assert_int_equal(mhad_optim_add(fresh, "bias", qc, gq, 2), MHA_OK);
+        assert_int_equal(mhad_optim_step(fresh, 0.05), MHA_OK);
+        assert_true(fabs(pc[0] - pa[0]) > 1e-4);
+        mhad_optim_destroy(fresh);
+        mhad_optim_destroy(a);
+        mhad_optim_destroy(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -944,6 +1388,13 @@ int main(void)
         cmocka_unit_test(optim_default_config_is_torch),
         cmocka_unit_test(optim_lr_schedule_warmup_and_cosine),
         cmocka_unit_test(optim_lr_schedule_invalid),
+        cmocka_unit_test(optim_f64_all_kinds_match_formula),
+        cmocka_unit_test(optim_f64_does_not_round_to_float),
+        cmocka_unit_test(optim_f64_group_weight_decay_is_per_group),
+        cmocka_unit_test(optim_f64_thread_count_independent),
+        cmocka_unit_test(optim_f64_clip),
+        cmocka_unit_test(optim_f64_invalid_arguments_change_nothing),
+        cmocka_unit_test(optim_f64_checkpoint_resume_is_bitwise),
     };
     return cmocka_run_group_tests_name("optim", tests, NULL, NULL);
 }
