@@ -27,7 +27,8 @@
  *                     no mask to save)
  * The thread count t goes to mha_config.threads and to openblas_set_num_threads()
  * (either OpenBLAS build: pthreads, or OpenMP, whose call also sets OpenMP's
- * default team size; the header line and the JSON say which build is linked).
+ * default team size; the header lines and the JSON say which build is linked,
+ * openblas_get_parallel(), and which file was loaded, from /proc/self/maps).
  *
  * The library never prints; this program does: a table on stdout, JSON with --json.
  */
@@ -144,6 +145,26 @@ static const char *blas_parallel_name(void) {
     case 2: return "openmp";
     default: return "unknown";
     }
+}
+
+/* The file the dynamic loader mapped for OpenBLAS (from /proc/self/maps), into buf;
+ * "?" where there is no /proc or no mapping names libopenblas (a static link). Which
+ * build runs can also be forced at run time (LD_LIBRARY_PATH=…/openblas-pthread), so
+ * the path is recorded beside openblas_get_parallel(). */
+static void blas_library(char *buf, size_t size) {
+    snprintf(buf, size, "?");
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        const char *path = strchr(line, '/');
+        if (path && strstr(path, "libopenblas")) {
+            size_t len = strcspn(path, "\n");
+            snprintf(buf, size, "%.*s", (int)len, path);
+            break;
+        }
+    }
+    fclose(f);
 }
 
 static int all_cores(void) {
@@ -497,6 +518,10 @@ static int write_json(const char *path, const bench_options *o, const bench_resu
     json_string(f, openblas_get_config());
     fprintf(f, ", \"openblas_parallel\": ");
     json_string(f, blas_parallel_name());
+    char lib[512];
+    blas_library(lib, sizeof lib);
+    fprintf(f, ", \"openblas_library\": ");
+    json_string(f, lib);
     fprintf(f, ", \"OPENBLAS_CORETYPE\": ");
     if (ct) json_string(f, ct); else fprintf(f, "null");
     char load[64];
@@ -547,6 +572,9 @@ int main(int argc, char **argv) {
            cores, load, openblas_get_config(), blas_parallel_name(), openblas_get_corename(),
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
            (unsigned long long)o.seed);
+    char lib[512];
+    blas_library(lib, sizeof lib);
+    printf("OpenBLAS library: %s\n", lib);
     for (size_t k = 0; k < o.num_threads; k++)
         printf("sgemm 1024^3, %d thread%s: %.1f GFLOP/s (median of 7)\n", thr[k],
                thr[k] == 1 ? "" : "s", sg[k]);

@@ -3,15 +3,19 @@
 # and prints the table.
 #
 #   bench/run.sh [--out FILE] [--build-dir DIR] [--quick] [--no-torch] [--no-train]
-#                [--wait-idle SEC] [--passes N]
+#                [--no-pthreads] [--pthreads-dir DIR] [--wait-idle SEC] [--passes N]
 #
 #   --out FILE       merged results (default: bench.json in the current directory)
 #   --build-dir DIR  CMake build directory (default: ${TMPDIR:-/tmp}/mha-bench-build)
-#   --quick          cases 1,2 only, shorter timing, one pass (a smoke run)
+#   --quick          cases 1,2 only (the thread-scaling section keeps its two
+#                    shapes), shorter timing, one pass (a smoke run)
 #   --passes N       time everything N times, alternating C and PyTorch, and keep
 #                    each record's fastest pass (default 2)
 #   --no-torch       skip the PyTorch side even if torch is importable
 #   --no-train       skip the training-throughput comparison
+#   --no-pthreads    skip the thread-scaling section with the pthreads OpenBLAS
+#   --pthreads-dir DIR  where the pthreads build's libopenblas.so.0 is (default:
+#                    the first of /usr/lib/*/openblas-pthread, Debian's place)
 #   --wait-idle SEC  first wait up to SEC seconds for the CPUs to be >= 90 % idle
 #                    over 3 s (other jobs on a 2-core machine ruin the 2-thread
 #                    numbers); default 0 = do not wait
@@ -21,6 +25,15 @@
 # bench/torch_bench.py (the seed's module) on the same cases; time mha-train
 # against bench/torch_train.py; merge everything into one JSON with one record
 # per (case, dropout, threads) and print the table.
+#
+# Thread scaling (issue 11: whatever BLAS a user links, 2 threads must never be
+# slower than 1): each pass also runs mha-bench with the pthreads build of
+# OpenBLAS forced at run time (LD_LIBRARY_PATH=DIR; mha-bench itself links the
+# OpenMP build when CMake found it) at (16,64,128,4) and (1,2048,256,4), p 0 and
+# 0.1, 1 and 2 threads. bench.json's "thread_scaling" has, per shape and p, the
+# 1- and 2-thread ms of that run and of the main run's rows, their ratio and
+# whether "2 threads <= 1 thread" was met; the table says MISSED where not.
+# A benchmark reports: a missed target does not change the exit status.
 #
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are left as the environment sets them, for
 # both sides (they pick the same OpenBLAS kernels for us and for torch).
@@ -35,6 +48,8 @@ QUICK=0
 PASSES=2
 TORCH=1
 TRAIN=1
+PTHREADS=1
+PTHREADS_DIR=""
 WAIT_IDLE=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,9 +58,12 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1; shift ;;
     --no-torch) TORCH=0; shift ;;
     --no-train) TRAIN=0; shift ;;
+    --no-pthreads) PTHREADS=0; shift ;;
+    --pthreads-dir) PTHREADS_DIR="$2"; shift 2 ;;
     --wait-idle) WAIT_IDLE="$2"; shift 2 ;;
     --passes) PASSES="$2"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+               exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -74,6 +92,29 @@ if [ "$QUICK" = 1 ]; then
   C_ARGS=(--cases 1,2 --min-time 0.1); T_ARGS=(--cases 1,2 --min-time 0.2 --warmup 2)
   PASSES=1
 fi
+# ---- the pthreads OpenBLAS, forced at run time ------------------------------------
+# $TMP/pthr_note says why the section did not run; $TMP/pthr_dir where it looked
+# (both read by the merge, which also checks that the forced build was loaded)
+SCALING_CASES=16x64x128x4,1x2048x256x4
+SCALING_ARGS=(--cases "$SCALING_CASES" --threads 1,2 --dropout 0,0.1)
+[ "$QUICK" = 1 ] && SCALING_ARGS+=(--min-time 0.1)
+if [ "$PTHREADS" = 1 ]; then
+  if [ -z "$PTHREADS_DIR" ]; then
+    for d in /usr/lib/*/openblas-pthread /usr/lib64/openblas-pthread; do
+      if [ -e "$d/libopenblas.so.0" ]; then PTHREADS_DIR="$d"; break; fi
+    done
+  fi
+  if [ "$(nproc)" -lt 2 ]; then
+    PTHREADS=0; echo "skipped: fewer than 2 cores" >"$TMP/pthr_note"
+  elif [ -z "$PTHREADS_DIR" ] || [ ! -e "$PTHREADS_DIR/libopenblas.so.0" ]; then
+    PTHREADS=0
+    echo "skipped: no pthreads OpenBLAS found (${PTHREADS_DIR:-/usr/lib/*/openblas-pthread}/libopenblas.so.0; Debian: libopenblas0-pthread)" >"$TMP/pthr_note"
+  fi
+else
+  echo "skipped (--no-pthreads)" >"$TMP/pthr_note"
+fi
+[ -n "$PTHREADS_DIR" ] && echo "$PTHREADS_DIR" >"$TMP/pthr_dir"
+
 HAVE_TORCH=0
 if [ "$TORCH" = 1 ] && [ -x "$PY" ] && "$PY" -c 'import torch' >/dev/null 2>&1; then
   HAVE_TORCH=1
@@ -87,6 +128,11 @@ fi
 for pass in $(seq 1 "$PASSES"); do
   echo "== mha-bench (pass $pass of $PASSES)"
   "$BUILD/mha-bench" "${C_ARGS[@]}" --json "$TMP/c$pass.json"
+  if [ "$PTHREADS" = 1 ]; then
+    echo "== mha-bench with the pthreads OpenBLAS (LD_LIBRARY_PATH=$PTHREADS_DIR), thread scaling (pass $pass of $PASSES)"
+    LD_LIBRARY_PATH="$PTHREADS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      "$BUILD/mha-bench" "${SCALING_ARGS[@]}" --json "$TMP/pthr$pass.json"
+  fi
   if [ "$HAVE_TORCH" = 1 ]; then
     echo "== PyTorch, the seed module (pass $pass of $PASSES)"
     # a longer minimum time than the C side: torch's step times scatter widely here
@@ -221,11 +267,59 @@ for r0 in c["records"]:
     rec["torch_ms_all_passes"] = {str(th): all_t_ms.get(key(r)[:5] + (th,), [])
                                   for th in sorted(tm)}
     records.append(rec)
+
+# ---- thread scaling: 2 threads must not be slower than 1, with either OpenBLAS build
+SCALING = [(16, 64, 128, 4), (1, 2048, 256, 4)]
+def readtext(name):
+    p = os.path.join(tmp, name)
+    return open(p).read().strip() if os.path.exists(p) else None
+def best_of(passes_):
+    best, every = {}, {}
+    for p in passes_:
+        for r in p["records"]:
+            every.setdefault(key(r), []).append(r["ms"])
+            if key(r) not in best or r["ms"] < best[key(r)]["ms"]:
+                best[key(r)] = r
+    return best, every
+def scaling_rows(build, best, every):
+    rows = []
+    for shape in SCALING:
+        for p in sorted({k[4] for k in best if k[:4] == shape} or {0.0, 0.1}):
+            r1, r2 = best.get(shape + (p, 1)), best.get(shape + (p, 2))
+            row = {"build": build, "B": shape[0], "S": shape[1], "D": shape[2], "H": shape[3],
+                   "dropout": p, "ms_1_thread": r1["ms"] if r1 else None,
+                   "ms_2_threads": r2["ms"] if r2 else None, "ratio_2_to_1": None, "met": None,
+                   "ms_all_passes": {"1": every.get(shape + (p, 1), []),
+                                     "2": every.get(shape + (p, 2), [])}}
+            if r1 and r2:
+                row["ratio_2_to_1"] = r2["ms"] / r1["ms"]
+                row["met"] = r2["ms"] <= r1["ms"]
+            rows.append(row)
+    return rows
+main_build = c["machine"].get("openblas_parallel", "?")
+scaling = {"target": "ms at 2 threads <= ms at 1 thread (issue 11), per shape and dropout",
+           "shapes": [list(x) for x in SCALING], "rows": [],
+           "pthreads_dir": readtext("pthr_dir"), "pthreads_note": readtext("pthr_note"),
+           "pthreads_machine": None, "main_build": main_build}
+ps = passes("pthr")
+if ps:
+    scaling["pthreads_machine"] = ps[0]["machine"]
+    got = ps[0]["machine"].get("openblas_parallel")
+    if got != "pthreads":
+        scaling["pthreads_note"] = ("not measured: LD_LIBRARY_PATH=%s loaded %s (%s build), not "
+                                    "the pthreads build" % (scaling["pthreads_dir"],
+                                    ps[0]["machine"].get("openblas_library", "?"), got))
+    else:
+        pb, pe = best_of(ps)
+        scaling["rows"] += scaling_rows("pthreads (forced)", pb, pe)
+        scaling["pthreads_records"] = [pb[k] for k in sorted(pb)]
+scaling["rows"] += scaling_rows("main run (%s)" % main_build, best_c, all_c_ms)
+
 doc = {"machine": c["machine"], "passes": len(cs),
        "torch_malloc_tuned": tt_doc["machine"] if tt_doc else None,
        "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
        "sgemm_1024": c["sgemm_1024"], "torch": t["machine"] if t else None,
-       "records": records, "training": tr}
+       "records": records, "training": tr, "thread_scaling": scaling}
 with open(out, "w") as f:
     json.dump(doc, f, indent=1)
 
@@ -251,6 +345,26 @@ if tr:
         fmt_or_dash(tr.get("torch_steps_per_s"), "%.1f"), fmt_or_dash(tr.get("ratio"), "%.1fx"),
         fmt_or_dash(tr.get("torch_steps_per_s_malloc_tuned"), "%.1f"),
         fmt_or_dash(tr.get("ratio_vs_malloc_tuned"), "%.1fx")))
+def verdict(row):
+    if row["met"] is None:
+        return "not measured (no 1- and 2-thread rows)"
+    return "met" if row["met"] else "MISSED: 2 threads slower than 1"
+print()
+print("thread scaling, target: 2 threads <= 1 thread (ms; best of %d pass%s):" % (
+    len(cs), "" if len(cs) == 1 else "es"))
+print("%-22s %-14s %4s %10s %10s %6s  %s" % ("build (OpenBLAS)", "B,S,D,H", "p", "1 thr ms",
+                                             "2 thr ms", "2/1", "target"))
+for row in scaling["rows"]:
+    print("%-22s %-14s %4.2g %10s %10s %6s  %s" % (
+        row["build"], "%d,%d,%d,%d" % (row["B"], row["S"], row["D"], row["H"]), row["dropout"],
+        fmt_or_dash(row["ms_1_thread"], "%.4f"), fmt_or_dash(row["ms_2_threads"], "%.4f"),
+        fmt_or_dash(row["ratio_2_to_1"], "%.3f"), verdict(row)))
+if scaling["pthreads_note"]:
+    print("pthreads OpenBLAS: %s" % scaling["pthreads_note"])
+missed = sum(1 for row in scaling["rows"] if row["met"] is False)
+if missed:
+    print("THREAD SCALING MISSED in %d row%s (2 threads slower than 1; on a busy machine, "
+          "re-run before believing it)" % (missed, "" if missed == 1 else "s"))
 if busy_note:
     print(busy_note)
 # the same table in Markdown, for bench/README.md
@@ -280,5 +394,18 @@ with open(md, "w") as f:
                     fmt_or_dash(tr.get("ratio"), "%.1f×"),
                     fmt_or_dash(tr.get("torch_steps_per_s_malloc_tuned"), "%.1f"),
                     fmt_or_dash(tr.get("ratio_vs_malloc_tuned"), "%.1f×")))
+    f.write("\nThread scaling, target: 2 threads ≤ 1 thread (ms, best of %d pass%s):\n\n" % (
+        len(cs), "" if len(cs) == 1 else "es"))
+    f.write("| build (OpenBLAS) | B, S, D, H | dropout | ms, 1 thread | ms, 2 threads | 2 / 1 "
+            "| 2 threads ≤ 1 thread? |\n")
+    f.write("| --- | --- | ---: | ---: | ---: | ---: | --- |\n")
+    for row in scaling["rows"]:
+        v = verdict(row)
+        f.write("| %s | %d, %d, %d, %d | %g | %s | %s | %s | %s |\n" % (
+            row["build"], row["B"], row["S"], row["D"], row["H"], row["dropout"],
+            fmt_or_dash(row["ms_1_thread"], "%.4g"), fmt_or_dash(row["ms_2_threads"], "%.4g"),
+            fmt_or_dash(row["ratio_2_to_1"], "%.3f"), "**%s**" % v if row["met"] is False else v))
+    if scaling["pthreads_note"]:
+        f.write("\npthreads OpenBLAS: %s\n" % scaling["pthreads_note"])
 print("\nwrote %s and %s" % (out, md))
 EOF
