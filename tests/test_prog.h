@@ -56,4 +56,9 @@ double summary_number(const char *path, const char *key);
  * safetensors file f (a checkpoint) holds a NaN or an infinity. */
 void assert_f32_tensors_finite(const st_file *f);
 
+/* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
+ * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
+ * which differs between runs). */
+void assert_same_checkpoint(const char *a, const char *b);
+
 #endif

@@ -39,58 +39,6 @@ static int run(const char *tag, const char *args)
     return run_prog(MHA_TRAIN_EXE, tag, args);
 }
 
-/* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
- * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
- * which differs between runs). */
-static void assert_same_checkpoint(const char *a, const char *b)
-{
-    char pa[512], pb[512], err[256];
-    snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
-    snprintf(pb, sizeof pb, "%s/%s", tmpdir, b);
-    st_file *fa = NULL, *fb = NULL;
-    assert_int_equal(st_load(pa, &fa, err, sizeof err), MHA_OK);
-    assert_int_equal(st_load(pb, &fb, err, sizeof err), MHA_OK);
-    assert_int_equal(st_count(fa), st_count(fb));
-    for (size_t i = 0; i < st_count(fa); i++) {
-        st_tensor x, y;
-        assert_int_equal(st_tensor_at(fa, i, &x), MHA_OK);
-        assert_int_equal(st_tensor_at(fb, i, &y), MHA_OK);
-        assert_string_equal(x.name, y.name);
-        assert_int_equal(x.dtype, y.dtype);
-        assert_int_equal(x.ndim, y.ndim);
-        size_t n = st_dtype_size(x.dtype);
-        for (size_t d = 0; d < x.ndim; d++) {
-            assert_int_equal(x.shape[d], y.shape[d]);
-            n *= x.shape[d];
-        }
-        if (memcmp(x.data, y.data, n) != 0)
-            fail_msg("%s and %s differ in tensor %s", a, b, x.name);
-    }
-    st_free(fa);
-    st_free(fb);
-    cJSON *m[2];
-    const char *paths[2] = {a, b};
-    for (int k = 0; k < 2; k++) {
-        size_t len;
-        char *bytes = slurp(paths[k], &len);
-        assert_non_null(bytes);
-        uint64_t hn = 0;
-        for (int i = 0; i < 8; i++)
-            hn |= (uint64_t)(unsigned char)bytes[i] << (8 * i);
-        cJSON *h = cJSON_ParseWithLength(bytes + 8, (size_t)hn);
-        assert_non_null(h);
-        m[k] = cJSON_DetachItemFromObjectCaseSensitive(h, "__metadata__");
-        assert_non_null(m[k]);
-        assert_non_null(cJSON_GetObjectItemCaseSensitive(m[k], "elapsed_seconds"));
-        cJSON_DeleteItemFromObjectCaseSensitive(m[k], "elapsed_seconds");
-        cJSON_Delete(h);
-        free(bytes);
-    }
-    assert_true(cJSON_Compare(m[0], m[1], 1));
-    cJSON_Delete(m[0]);
-    cJSON_Delete(m[1]);
-}
-
 /* Interrupt (--stop-after 13) and resume (no other option: the config, --threads
  * included, comes from the checkpoint, and the outputs go into its directory), then compare with a run never stopped: the CSV logs (every loss, lr,
  * gradient norm and held-out accuracy, printed with 17 digits), the summary numbers and
