@@ -58,6 +58,19 @@ typedef struct cli_opt {
     const char *const *choices; /* CLI_CHOICE: names, NULL-terminated; else NULL      */
 } cli_opt;
 
+/* Table entries both training programs have, the same way (off: offsetof the field in
+ * the program's config). */
+#define CLI_OPT_CKPT_EVERY(off)                                                              \
+    {"ckpt-every", CLI_U64, (off), 0, 1e9, 2, "N",                                          \
+     "steps between checkpoints (0 = only at the end)", NULL}
+#define CLI_OPT_STOP_AFTER(off)                                                              \
+    {"stop-after", CLI_U64, (off), 0, 1e9, 0, "N",                                          \
+     "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL}
+#define CLI_OPT_THREADS(off)                                                                 \
+    {"threads", CLI_INT, (off), 0, CLI_MAX_THREADS, 2, "N",                                 \
+     "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible); at most 4 x " \
+     "the online CPUs", NULL}
+
 /* The program name of every message ("mha-train"); static storage, not copied. */
 void cli_set_program(const char *name);
 const char *cli_program(void);

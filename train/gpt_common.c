@@ -57,15 +57,11 @@ const cli_opt GPT_TRAIN_OPTS[] = {
     {"eval-batches", CLI_SIZE, OFF(eval_batches), 1, 100000, 1, "N",
      "batches of --batch windows per split in the fixed evaluation set (drawn once from "
      "seed 1337, the same for every run)", NULL},
-    {"ckpt-every", CLI_U64, OFF(ckpt_every), 0, 1e9, 2, "N",
-     "steps between checkpoints (0 = only at the end)", NULL},
+    CLI_OPT_CKPT_EVERY(OFF(ckpt_every)),
     {"sample-chars", CLI_SIZE, OFF(sample_chars), 0, 1e6, 2, "N",
      "characters generated at the end into sample.txt (0 = none)", NULL},
-    {"stop-after", CLI_U64, OFF(stop_after), 0, 1e9, 0, "N",
-     "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL},
-    {"threads", CLI_INT, OFF(threads), 0, CLI_MAX_THREADS, 2, "N",
-     "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible); at most 4 x "
-     "the online CPUs", NULL},
+    CLI_OPT_STOP_AFTER(OFF(stop_after)),
+    CLI_OPT_THREADS(OFF(threads)),
     {"attention", CLI_CHOICE, OFF(attention), 0, 0, 2, "MODE",
      "stored (keeps the attention weights: heat maps) | recompute (memory-efficient; no "
      "heat maps)", ATTN_NAMES},

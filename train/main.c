@@ -92,13 +92,9 @@ const cli_opt TRAIN_OPTS[] = {
     {"seed", CLI_U64, OFF(seed), 0, 18446744073709551615.0, 1, "N", "seed of weights, dropout and data", NULL},
     {"eval-size", CLI_SIZE, OFF(eval_size), 1, 1e6, 1, "N", "held-out evaluation examples", NULL},
     {"eval-every", CLI_U64, OFF(eval_every), 1, 1e9, 2, "N", "steps between held-out evaluations", NULL},
-    {"ckpt-every", CLI_U64, OFF(ckpt_every), 0, 1e9, 2, "N",
-     "steps between checkpoints (0 = only at the end)", NULL},
-    {"stop-after", CLI_U64, OFF(stop_after), 0, 1e9, 0, "N",
-     "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL},
-    {"threads", CLI_INT, OFF(threads), 0, CLI_MAX_THREADS, 2, "N",
-     "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible); at most 4 x "
-     "the online CPUs", NULL},
+    CLI_OPT_CKPT_EVERY(OFF(ckpt_every)),
+    CLI_OPT_STOP_AFTER(OFF(stop_after)),
+    CLI_OPT_THREADS(OFF(threads)),
     {"attention", CLI_CHOICE, OFF(attention), 0, 0, 2, "MODE",
      "stored (saves the attention weights: heat maps) | recompute (memory-efficient: "
      "activation memory linear in the sequence length; no heat maps)", ATTN_NAMES},
