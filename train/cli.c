@@ -53,6 +53,8 @@ void cli_check(int st, const char *what)
         cli_die(CLI_EXIT_RUNTIME, "%s: %s", what, mha_strerror(st));
 }
 
+const char *const CLI_ATTN_NAMES[] = {"stored", "recompute", NULL};
+
 void cli_dirname(const char *path, char *out, size_t cap)
 {
     const char *slash = strrchr(path, '/');

@@ -60,6 +60,12 @@ typedef struct cli_opt {
 
 /* Table entries both training programs have, the same way (off: offsetof the field in
  * the program's config). */
+/* Names of mha_attn_mode values, NULL-terminated (index = mode). */
+extern const char *const CLI_ATTN_NAMES[];
+#define CLI_OPT_ATTENTION(off)                                                               \
+    {"attention", CLI_CHOICE, (off), 0, 0, 2, "MODE",                                       \
+     "stored (keeps the attention weights: heat maps) | recompute (memory-efficient: "      \
+     "activation memory linear in the sequence length; no heat maps)", CLI_ATTN_NAMES}
 #define CLI_OPT_CKPT_EVERY(off)                                                              \
     {"ckpt-every", CLI_U64, (off), 0, 1e9, 2, "N",                                          \
      "steps between checkpoints (0 = only at the end)", NULL}

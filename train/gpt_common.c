@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const ATTN_NAMES[] = {"stored", "recompute", NULL}; /* mha_attn_mode */
 
 #define OFF(f) offsetof(gpt_run_config, f)
 /* ckpt: 1 = defines the model or the data (a different explicit value on --resume is
@@ -62,9 +61,7 @@ const cli_opt GPT_TRAIN_OPTS[] = {
      "characters generated at the end into sample.txt (0 = none)", NULL},
     CLI_OPT_STOP_AFTER(OFF(stop_after)),
     CLI_OPT_THREADS(OFF(threads)),
-    {"attention", CLI_CHOICE, OFF(attention), 0, 0, 2, "MODE",
-     "stored (keeps the attention weights: heat maps) | recompute (memory-efficient; no "
-     "heat maps)", ATTN_NAMES},
+    CLI_OPT_ATTENTION(OFF(attention)),
     {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
      "output directory (with --resume: the checkpoint's directory unless given)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",

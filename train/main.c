@@ -55,7 +55,6 @@ enum { EVAL_CHUNK = 250 };                    /* examples per evaluation forward
 
 static const char *const TASK_NAMES[] = {"reverse", "copy", "lookup", NULL}; /* task_kind */
 static const char *const OPTIM_NAMES[] = {"sgd", "adam", "adamw", NULL};
-static const char *const ATTN_NAMES[] = {"stored", "recompute", NULL}; /* mha_attn_mode */
 static const char *const POSINIT_NAMES[] = {"uniform", "sinusoidal", NULL};
 
 #define OFF(f) offsetof(run_config, f)
@@ -95,9 +94,7 @@ const cli_opt TRAIN_OPTS[] = {
     CLI_OPT_CKPT_EVERY(OFF(ckpt_every)),
     CLI_OPT_STOP_AFTER(OFF(stop_after)),
     CLI_OPT_THREADS(OFF(threads)),
-    {"attention", CLI_CHOICE, OFF(attention), 0, 0, 2, "MODE",
-     "stored (saves the attention weights: heat maps) | recompute (memory-efficient: "
-     "activation memory linear in the sequence length; no heat maps)", ATTN_NAMES},
+    CLI_OPT_ATTENTION(OFF(attention)),
     {"pos-init", CLI_CHOICE, OFF(pos_init), 0, 0, 2, "NAME",
      "initial positional embedding: uniform (±1) | sinusoidal (sin/cos; long sequences "
      "learn from it; still trained)", POSINIT_NAMES},
@@ -376,7 +373,7 @@ static size_t plan_memory(const run_config *c, const tm_config *m)
         cli_die_usage("--seq-len %zu --batch %zu --attention %s needs at least %s of memory "
                       "(%zu examples of activations%s), more than the %s this process may use; "
                       "use a smaller --batch or --seq-len%s", c->seq_len, c->batch,
-                      ATTN_NAMES[c->attention], a, max_b,
+                      CLI_ATTN_NAMES[c->attention], a, max_b,
                       c->attention == MHA_ATTN_STORED ? ", with the attention weights" : "", b,
                       c->attention == MHA_ATTN_STORED ? ", or --attention recompute" : "");
     }
