@@ -102,6 +102,10 @@ typedef struct mha_gpt_config {
     mha_attn_mode attn_mode;
 } mha_gpt_config;
 
+/* Gradient-ready callback of MHA_NAME(gpt_set_grad_hook): tensors [first, first + count)
+ * of the model (gpt_tensor order) have their final gradients. */
+typedef void (*mha_grad_ready_fn)(void *user, size_t first, size_t count);
+
 /* Seed of block l of a model seeded with `seed`, so that blocks never share a stream:
  * the splitmix64 finaliser of seed + (l + 1)·0x9E3779B97F4A7C15 (mha-train seeds its
  * layers the same way). */

@@ -90,6 +90,16 @@ MHA_API int MHA_NAME(gpt_forward)(MHA_NAME(gpt) *g, int training, size_t B, size
 /* Gradients of the mean loss of the last forward (which needs targets), accumulated
  * into every parameter's gradient. One backward per forward (MHA_ESTATE otherwise). */
 MHA_API int MHA_NAME(gpt_backward)(MHA_NAME(gpt) *g);
+/* Have gpt_backward call fn(user, first, count) each time the gradients of tensors
+ * [first, first + count) (gpt_tensor order) are final for this backward, from the thread
+ * that called gpt_backward, between its parallel regions: ln_f's two tensors first, then
+ * each block's MHA_BLOCK_NUM_TENSORS from the last block to block 0, and wte, wpe last
+ * (wte is the tied read-out too). Every tensor is reported exactly once per successful
+ * backward, and nothing in a reported range is written again before gpt_backward returns,
+ * so the caller may start work on it (a data-parallel trainer starts the all-reduce of a
+ * block's gradients while the blocks below run). The callback must not call into g. A
+ * backward that fails stops reporting. fn NULL removes the hook. MHA_EINVAL for g NULL. */
+MHA_API int MHA_NAME(gpt_set_grad_hook)(MHA_NAME(gpt) *g, mha_grad_ready_fn fn, void *user);
 
 /* Saved activations of the last forward (borrowed, valid until the next forward):
  * logits [B, T, V] (shape[] gets B, T, V) and the residual stream x_l [B, T, C] for

@@ -3,7 +3,15 @@
 # Runs apt-get as root, or through sudo when not root. Nothing else is downloaded.
 set -euo pipefail
 pkgs=(gcc make cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcmocka-dev libcjson-dev)
-[ "${1:-}" = "--with-valgrind" ] && pkgs+=(valgrind)
+# --with-valgrind: valgrind (CI); --with-mpi: Open MPI (mpirun and the headers), for
+# mha-gpt-mpi and its test (the test command and CI)
+for a in "$@"; do
+  case "$a" in
+    --with-valgrind) pkgs+=(valgrind) ;;
+    --with-mpi) pkgs+=(openmpi-bin libopenmpi-dev) ;;
+    *) echo "deps.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

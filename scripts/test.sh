@@ -5,7 +5,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MHA_BUILD_DIR:-$root/build}
-bash "$root/scripts/deps.sh"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMHA_WERROR=ON "$@" >/dev/null
+bash "$root/scripts/deps.sh" --with-mpi
+# MHA_WITH_MPI=ON: mha-gpt-mpi and its test (tests/test_gpt_mpi.c) are built, not skipped
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMHA_WERROR=ON -DMHA_WITH_MPI=ON \
+  "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)"

@@ -595,6 +595,86 @@ static void gpt_backward_accumulates(void **state)
     mhad_gpt_destroy(g);
 }
 
+/* The gradient hook: each tensor reported once, in the documented order (ln_f, blocks
+ * from the last, wte+wpe), and a reported range is already final (a snapshot taken in
+ * the callback equals the gradient after backward). */
+typedef struct hook_log {
+    mhad_gpt *g;
+    size_t calls, first[16], count[16];
+    double *snap;   /* [param_count] gradients as seen in the callback, per tensor offset */
+    size_t *offset; /* [n_tensors] offset of each tensor in snap                          */
+} hook_log;
+
+static void record_hook(void *user, size_t first, size_t count)
+{
+    hook_log *h = user;
+    assert_true(h->calls < 16);
+    h->first[h->calls] = first;
+    h->count[h->calls] = count;
+    h->calls++;
+    for (size_t i = first; i < first + count; i++) {
+        mha_param_info in;
+        double *gr;
+        assert_int_equal(mhad_gpt_tensor(h->g, i, &in, NULL, &gr), MHA_OK);
+        memcpy(h->snap + h->offset[i], gr, in.numel * sizeof(double));
+    }
+}
+
+static void gpt_grad_hook_reports_final_ranges(void **state)
+{
+    (void)state;
+    mha_gpt_config cfg = small_config(0.1, 0.1, 53);
+    cfg.layers = 3;
+    mhad_gpt *g;
+    assert_int_equal(mhad_gpt_create(&g, &cfg, 2), MHA_OK);
+    randomize_gpt(g, 53);
+    const size_t n = mhad_gpt_num_tensors(g), L = 3;
+    assert_int_equal(n, 4 + L * MHA_BLOCK_NUM_TENSORS);
+    size_t total = 0;
+    assert_int_equal(mhad_gpt_param_count(g, &total), MHA_OK);
+    hook_log h = {.g = g, .snap = calloc(total, sizeof(double)),
+                  .offset = calloc(n, sizeof(size_t))};
+    for (size_t i = 0, off = 0; i < n; i++) {
+        mha_param_info in;
+        assert_int_equal(mhad_gpt_tensor(g, i, &in, NULL, NULL), MHA_OK);
+        h.offset[i] = off;
+        off += in.numel;
+    }
+    int32_t tok[12], tgt[12];
+    fill_tokens(tok, 12, 7, 3);
+    fill_tokens(tgt, 12, 7, 4);
+    assert_int_equal(mhad_gpt_set_grad_hook(NULL, record_hook, &h), MHA_EINVAL);
+    assert_int_equal(mhad_gpt_set_grad_hook(g, record_hook, &h), MHA_OK);
+    assert_int_equal(mhad_gpt_forward(g, 1, 2, 6, tok, tgt, NULL), MHA_OK);
+    assert_int_equal(h.calls, 0); /* forward reports nothing */
+    assert_int_equal(mhad_gpt_backward(g), MHA_OK);
+    assert_int_equal(h.calls, L + 2);
+    assert_int_equal(h.first[0], n - 2);
+    assert_int_equal(h.count[0], 2);
+    for (size_t k = 0; k < L; k++) {
+        assert_int_equal(h.first[1 + k], 2 + (L - 1 - k) * MHA_BLOCK_NUM_TENSORS);
+        assert_int_equal(h.count[1 + k], MHA_BLOCK_NUM_TENSORS);
+    }
+    assert_int_equal(h.first[L + 1], 0);
+    assert_int_equal(h.count[L + 1], 2);
+    for (size_t i = 0; i < n; i++) {
+        mha_param_info in;
+        double *gr;
+        assert_int_equal(mhad_gpt_tensor(g, i, &in, NULL, &gr), MHA_OK);
+        assert_memory_equal(h.snap + h.offset[i], gr, in.numel * sizeof(double));
+    }
+    /* a refused backward reports nothing; a removed hook is not called */
+    assert_int_equal(mhad_gpt_backward(g), MHA_ESTATE);
+    assert_int_equal(h.calls, L + 2);
+    assert_int_equal(mhad_gpt_set_grad_hook(g, NULL, &h), MHA_OK);
+    assert_int_equal(mhad_gpt_forward(g, 1, 2, 6, tok, tgt, NULL), MHA_OK);
+    assert_int_equal(mhad_gpt_backward(g), MHA_OK);
+    assert_int_equal(h.calls, L + 2);
+    free(h.snap);
+    free(h.offset);
+    mhad_gpt_destroy(g);
+}
+
 /* Bad arguments and calls out of order return their status and change nothing. */
 static void gpt_refusals(void **state)
 {
@@ -750,6 +830,7 @@ int main(void)
         cmocka_unit_test(gpt_infer_refusals),
         cmocka_unit_test(gpt_tensors_and_init),
         cmocka_unit_test(gpt_backward_accumulates),
+        cmocka_unit_test(gpt_grad_hook_reports_final_ranges),
         cmocka_unit_test(gpt_refusals),
         cmocka_unit_test(gpt_thread_count_independent),
         cmocka_unit_test(gpt_learns_a_pattern),

@@ -14,10 +14,16 @@
 #include "mha.h"
 
 static const char *prog = "mha";
+static int usage_quiet = 0;
 
 void cli_set_program(const char *name)
 {
     prog = name;
+}
+
+void cli_set_usage_quiet(int quiet)
+{
+    usage_quiet = quiet;
 }
 
 const char *cli_program(void)
@@ -27,6 +33,8 @@ const char *cli_program(void)
 
 void cli_die_usage(const char *fmt, ...)
 {
+    if (usage_quiet)
+        exit(CLI_EXIT_USAGE);
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", prog);

@@ -79,6 +79,9 @@ extern const char *const CLI_ATTN_NAMES[];
 
 /* The program name of every message ("mha-train"); static storage, not copied. */
 void cli_set_program(const char *name);
+/* quiet: cli_die_usage exits with CLI_EXIT_USAGE without a message (the ranks of an MPI
+ * job other than 0: all parse the same options, and rank 0 says what is wrong). */
+void cli_set_usage_quiet(int quiet);
 const char *cli_program(void);
 
 /* "<prog>: <message>\n(see <prog> --help)" on stderr, exit CLI_EXIT_USAGE. */

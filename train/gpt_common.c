@@ -11,6 +11,9 @@
 #define OFF(f) offsetof(gpt_run_config, f)
 /* ckpt: 1 = defines the model or the data (a different explicit value on --resume is
  * refused), 2 = taken from the checkpoint unless given again, 0 = not stored. */
+/* Names of dist_sync values (train/dist.h), NULL-terminated (index = value). */
+static const char *const GRAD_SYNC_NAMES[] = {"overlap", "after", NULL};
+
 const cli_opt GPT_TRAIN_OPTS[] = {
     {"data", CLI_PATH, OFF(data), 0, 0, 2, "FILE",
      "training text; characters are bytes unless --utf8; the first 90% trains, the last 10% "
@@ -62,6 +65,10 @@ const cli_opt GPT_TRAIN_OPTS[] = {
     CLI_OPT_STOP_AFTER(OFF(stop_after)),
     CLI_OPT_THREADS(OFF(threads)),
     CLI_OPT_ATTENTION(OFF(attention)),
+    {"grad-sync", CLI_CHOICE, OFF(grad_sync), 0, 0, 0, "MODE",
+     "under mpirun with several ranks (mha-gpt-mpi): overlap (each block's gradients are "
+     "summed across ranks while backward goes on) | after (one all-reduce after backward); "
+     "the same sums either way, up to their order with more than 2 ranks", GRAD_SYNC_NAMES},
     {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
      "output directory (with --resume: the checkpoint's directory unless given)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",

@@ -28,6 +28,7 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "gpt_prog.h"
 
 static void print_train_help(const gpt_run_config *d)
@@ -130,9 +131,8 @@ static int sample_main(int argc, char **argv, int first)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
-    cli_set_program("mha-gpt");
     static gpt_run_config defs;
     gpt_defaults(&defs);
     int help = 0;
@@ -158,7 +158,17 @@ int main(int argc, char **argv)
             print_exit_status();
             return 0;
         }
+        if (dist_rank() != 0)
+            return 0; /* under mpirun, rank 0 alone samples */
         return sample_main(argc, argv, 2);
     }
     cli_die_usage("unknown command '%s': train or sample", argv[1]);
+}
+
+int main(int argc, char **argv)
+{
+    dist_init(&argc, &argv, dist_with_mpi() ? "mha-gpt-mpi" : "mha-gpt");
+    const int status = run(argc, argv);
+    dist_finalize();
+    return status;
 }

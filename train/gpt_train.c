@@ -9,6 +9,10 @@
  * A single-thread run resumed from a checkpoint continues bit for bit: the checkpoint
  * holds the weights, AdamW's moments and step, the batch generator, the dropout call
  * index and the best validation loss.
+ * Under mpirun (mha-gpt-mpi, train/dist.h) every rank draws the same B windows and trains
+ * on its slice of them; gradients and losses are summed across ranks weighted by each
+ * slice's share of B, the evaluation windows are split among the ranks, and rank 0 alone
+ * writes files. Checkpoints do not depend on the number of ranks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +23,7 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "gpt_prog.h"
 #include "report.h"
 #include "svg.h"
@@ -44,13 +49,41 @@ typedef struct trainer {
     double elapsed0;           /* seconds of earlier processes of a resumed run      */
     double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    /* data parallelism (train/dist.h); one rank: rank0 1, b_first 0, b_count B */
+    int rank0;                 /* this process writes files and prints             */
+    size_t b_first, b_count;   /* this rank's windows [b_first, +b_count) of a batch */
+    size_t cap_b;              /* most windows a rank runs at once: ⌈B / ranks⌉     */
+    dist_grads *dg;            /* sums the gradients across ranks                   */
 } trainer;
 
 /* ---- checkpoints ----------------------------------------------------------------------- */
 
+/* FNV-1a of every parameter and AdamW moment: ranks that applied the same steps agree. */
+static uint64_t state_hash(const gpt_run *r)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < r->n_pt; i++) {
+        const float *a[3] = {r->pt[i].p, r->pt[i].m, r->pt[i].v};
+        for (int k = 0; k < 3; k++) {
+            const unsigned char *b = (const unsigned char *)a[k];
+            for (size_t j = 0; j < r->pt[i].numel * sizeof(float); j++)
+                h = (h ^ b[j]) * 1099511628211ULL;
+        }
+    }
+    return h;
+}
+
+/* Every rank calls it; rank 0 writes the file (and all return its status). With several
+ * ranks it first checks that every rank holds the same weights and moments. */
 static int save_checkpoint(trainer *t, const char *path)
 {
     gpt_run *r = &t->r;
+    if (dist_size() > 1 && !dist_same(state_hash(r)))
+        cli_die(CLI_EXIT_RUNTIME, "the ranks' weights differ at step %llu (the all-reduce did "
+                "not give every rank the same sum); not saving %s", (unsigned long long)r->step,
+                path);
+    if (!t->rank0)
+        return MHA_OK;
     ckpt_layout c = gpt_run_layout(r);
     r->rng[0] = t->rng.state;
     r->rng[1] = t->rng.inc;
@@ -97,6 +130,29 @@ static void load_checkpoint(trainer *t, st_file *f, const char *what)
     t->rng.inc = r->rng[1];
     cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
     cli_check(mha_gpt_set_call_index(r->g, r->call_index), "model");
+}
+
+/* Several ranks: every rank takes rank 0's weights, AdamW moments and training state (the
+ * same bits whether rank 0 initialised them or read them from a checkpoint). */
+static void share_rank0_state(trainer *t)
+{
+    gpt_run *r = &t->r;
+    for (size_t i = 0; i < r->n_pt; i++) {
+        dist_bcast(r->pt[i].p, r->pt[i].numel * sizeof(float));
+        dist_bcast(r->pt[i].m, r->pt[i].numel * sizeof(float));
+        dist_bcast(r->pt[i].v, r->pt[i].numel * sizeof(float));
+    }
+    uint64_t u[6] = {r->step, r->best_step, t->rng.state, t->rng.inc, 0, 0};
+    cli_check(mha_optim_get_step(r->opt, &u[4]), "optimizer");
+    cli_check(mha_gpt_get_call_index(r->g, &u[5]), "model");
+    dist_bcast(u, sizeof u);
+    dist_bcast(&r->best_val, sizeof r->best_val);
+    r->step = u[0];
+    r->best_step = u[1];
+    t->rng.state = u[2];
+    t->rng.inc = u[3];
+    cli_check(mha_optim_set_step(r->opt, u[4]), "optimizer");
+    cli_check(mha_gpt_set_call_index(r->g, u[5]), "model");
 }
 
 /* The state of checkpoint f read before a model is built: its step (*step), the --steps
@@ -154,19 +210,26 @@ static void resume_state(const st_file *f, const char *what, uint64_t *step, uin
 
 /* ---- evaluation -------------------------------------------------------------------------- */
 
-/* Mean loss over the fixed evaluation windows of part p (eval mode: no dropout). */
+/* Mean loss over the fixed evaluation windows of part p (eval mode: no dropout): the mean
+ * of the --eval-batches batch means. The windows are split among the ranks, each running
+ * its share in chunks of at most cap_b windows; a chunk's mean counts with weight
+ * (its windows / B), so that one rank (chunks of B) sums exactly the batch means. */
 static double evaluate(trainer *t, int p)
 {
-    const size_t B = t->cfg.batch, T = t->cfg.context;
+    const size_t B = t->cfg.batch, T = t->cfg.context, n = t->cfg.eval_batches * B;
     char err[256];
+    size_t w0, wn;
+    dist_share(n, &w0, &wn);
     double sum = 0;
-    for (size_t b = 0; b < t->cfg.eval_batches; b++) {
+    for (size_t w = w0; w < w0 + wn; w += t->cap_b) {
+        const size_t m = w0 + wn - w < t->cap_b ? w0 + wn - w : t->cap_b;
         double l;
-        cli_check(text_windows(t->ids[p], t->len[p], T, t->ev_off[p] + b * B, B, t->tok, t->tgt,
+        cli_check(text_windows(t->ids[p], t->len[p], T, t->ev_off[p] + w, m, t->tok, t->tgt,
                                err, sizeof err), "evaluation windows");
-        cli_check(mha_gpt_forward(t->r.g, 0, B, T, t->tok, t->tgt, &l), "evaluation forward");
-        sum += l;
+        cli_check(mha_gpt_forward(t->r.g, 0, m, T, t->tok, t->tgt, &l), "evaluation forward");
+        sum += m == B ? l : l * ((double)m / (double)B);
     }
+    dist_sum(&sum, 1);
     return sum / (double)t->cfg.eval_batches;
 }
 
@@ -257,6 +320,16 @@ static void write_summary(const trainer *t, const char *path, double wall, doubl
     cJSON_AddNumberToObject(root, "wall_seconds", wall);
     cJSON_AddNumberToObject(root, "tokens_per_second", tok_s);
     cJSON_AddNumberToObject(root, "parameters", (double)n_params);
+    double wait = 0;
+    uint64_t n_sync = 0;
+    dist_grads_stats(t->dg, &wait, &n_sync);
+    cJSON_AddNumberToObject(root, "ranks", dist_size());
+    cJSON_AddStringToObject(root, "grad_sync", dist_size() == 1 ? "none"
+                                               : t->cfg.grad_sync == DIST_SYNC_OVERLAP ? "overlap"
+                                                                                       : "after");
+    /* this process's steps: the gradient all-reduce's exposed time (rank 0's) */
+    cJSON_AddNumberToObject(root, "allreduce_wait_ms_per_step",
+                            n_sync ? 1e3 * wait / (double)n_sync : 0.0);
     cJSON_AddNumberToObject(root, "vocab_size", (double)text_vocab_size(text_corpus_vocab(t->corpus)));
     cJSON_AddNumberToObject(root, "train_chars", (double)t->len[0]);
     cJSON_AddNumberToObject(root, "val_chars", (double)t->len[1]);
@@ -327,6 +400,7 @@ static void load_data(trainer *t)
 
 static void trainer_free(trainer *t)
 {
+    dist_grads_destroy(t->dg);
     gpt_run_destroy(&t->r);
     text_corpus_free(t->corpus);
     free(t->vocab_text);
@@ -394,9 +468,16 @@ int gpt_train_main(int argc, char **argv, int first)
         resume_state(ck, what, &ck_step, &ck_made, &t->elapsed0);
     }
     check_options(c);
-    const int n_threads = cli_check_threads(
-        c->threads, explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "threads")] ||
-                        !c->resume[0]);
+    const int threads_given = explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "threads")];
+    if (dist_size() > 1 && !threads_given)
+        c->threads = 1; /* the ranks share the cores */
+    const int n_threads = cli_check_threads(c->threads, threads_given || !c->resume[0]);
+    if ((size_t)dist_size() > c->batch)
+        cli_die_usage("invalid value '%zu' for --batch: less than the %d ranks (each rank "
+                      "trains on a share of the batch's windows)", c->batch, dist_size());
+    t->rank0 = dist_rank() == 0;
+    dist_share(c->batch, &t->b_first, &t->b_count);
+    t->cap_b = (c->batch + (size_t)dist_size() - 1) / (size_t)dist_size();
     load_data(t);
     if (ck && strcmp(st_meta(ck, "vocab"), t->vocab_text) != 0)
         cli_die(CLI_EXIT_USAGE, "%s: the vocabulary of --data %s (%zu characters) differs from "
@@ -418,19 +499,26 @@ int gpt_train_main(int argc, char **argv, int first)
                           "already; give more steps than that", (unsigned long long)c->steps,
                           c->resume, (unsigned long long)ck_step);
     }
-    cli_prepare_out_dir(c->out); /* exit 2 before the model is built */
+    if (t->rank0)
+        cli_prepare_out_dir(c->out); /* exit 2 before the model is built */
     openblas_set_num_threads(n_threads);
     const size_t V = text_vocab_size(text_corpus_vocab(t->corpus));
-    gpt_run_create(&t->r, c, V, c->batch, 1);
+    gpt_run_create(&t->r, c, V, t->cap_b, 1);
     mha_pcg32_seed(&t->rng, c->seed, TEXT_STREAM_BATCH);
     if (ck) {
         load_checkpoint(t, ck, what);
         st_free(ck);
     }
+    if (dist_size() > 1)
+        share_rank0_state(t);
+    t->dg = dist_grads_create(t->r.g, (dist_sync)c->grad_sync);
+    if (!t->dg)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
     size_t n_params = 0;
     cli_check(mha_gpt_param_count(t->r.g, &n_params), "model");
 
-    report_make_dirs(c->out);
+    if (t->rank0)
+        report_make_dirs(c->out);
     char csv_path[CLI_PATH_CAP + 64], sum_path[CLI_PATH_CAP + 64], svg_path[CLI_PATH_CAP + 64],
         smp_path[CLI_PATH_CAP + 64];
     snprintf(csv_path, sizeof csv_path, "%s/train_log.csv", c->out);
@@ -439,12 +527,15 @@ int gpt_train_main(int argc, char **argv, int first)
     snprintf(sum_path, sizeof sum_path, "%s/summary.json", c->out);
     snprintf(svg_path, sizeof svg_path, "%s/loss.svg", c->out);
     snprintf(smp_path, sizeof smp_path, "%s/sample.txt", c->out);
-    ckpt_remove_stale(t->ckpt_path); /* temporaries of killed saves */
-    ckpt_remove_stale(t->best_path);
+    if (t->rank0) {
+        ckpt_remove_stale(t->ckpt_path); /* temporaries of killed saves */
+        ckpt_remove_stale(t->best_path);
+    }
     report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
-    report_csv csv;
-    report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    report_csv csv = {0};
+    if (t->rank0)
+        report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
     t->last_ev[0] = t->last_ev[1] = NAN;
     for (size_t i = t->hist.n; i-- > 0;) /* the last evaluation in a resumed log */
         if (isfinite(report_at(&t->hist, i, H_EVVA))) {
@@ -462,6 +553,11 @@ int gpt_train_main(int argc, char **argv, int first)
            (unsigned long long)c->warmup, c->min_lr, c->beta2, c->weight_decay,
            c->decay_all ? " (all tensors)" : " (matmul weights)", c->clip, c->batch,
            (unsigned long long)c->steps, (unsigned long long)c->seed, c->threads, c->out);
+    if (dist_size() > 1)
+        printf("  %d ranks (MPI), each with %zu or %zu of the %zu windows of a step, gradients "
+               "summed %s\n", dist_size(), c->batch / (size_t)dist_size(), t->cap_b, c->batch,
+               c->grad_sync == DIST_SYNC_OVERLAP ? "block by block during backward (overlap)"
+                                                 : "after backward");
     if (c->resume[0])
         printf("  resumed from %s at step %llu%s\n", c->resume, (unsigned long long)t->r.step,
                ck_made != c->steps ? " (--steps changed: the remaining steps follow the "
@@ -480,15 +576,30 @@ int gpt_train_main(int argc, char **argv, int first)
     unsigned long n_eval = 0;
     const char *last_ckpt = c->resume[0] ? c->resume : NULL;
     char err[256];
+    const size_t nr = (size_t)dist_size(), rank = (size_t)dist_rank();
+    const double share = (double)t->b_count / (double)B; /* exactly 1 with one rank */
+    int stopped = 0; /* a rank was sent SIGINT or SIGTERM */
     while (t->r.step < end) {
         double loss, gn = 0, lr = 0;
+        /* the step's B windows, the same on every rank; this rank trains on its slice */
         cli_check(text_batch(t->ids[0], t->len[0], B, T, &t->rng, t->tok, t->tgt, err,
                              sizeof err), "training batch");
         cli_check(mha_gpt_zero_grad(t->r.g), "zero_grad");
-        cli_check(mha_gpt_forward(t->r.g, 1, B, T, t->tok, t->tgt, &loss), "forward");
+        if (nr > 1 && c->dropout > 0) /* rank r's masks: dropout call step·ranks + r */
+            cli_check(mha_gpt_set_call_index(t->r.g, t->r.step * nr + rank), "model");
+        cli_check(mha_gpt_forward(t->r.g, 1, t->b_count, T, t->tok + t->b_first * T,
+                                  t->tgt + t->b_first * T, &loss), "forward");
+        if (nr > 1) {
+            loss *= share; /* the global batch's mean: Σ_r share_r · mean_r */
+            dist_sum(&loss, 1);
+            if (c->dropout > 0) /* the counter counts steps, as with one rank */
+                cli_check(mha_gpt_set_call_index(t->r.g, t->r.step + 1), "model");
+        }
         if (!isfinite(loss))
             return stop_nonfinite(t, prog.tty, "the training loss", last_ckpt);
+        dist_grads_begin(t->dg, share);
         cli_check(mha_gpt_backward(t->r.g), "backward");
+        dist_grads_finish(t->dg);
         int st = mha_optim_clip_grad_norm(t->r.opt, c->clip, &gn);
         if (st == MHA_OK)
             st = mha_lr_at(&sched, t->r.step, &lr);
@@ -522,7 +633,8 @@ int gpt_train_main(int argc, char **argv, int first)
                 return stop_nonfinite(t, prog.tty, "the evaluation loss", last_ckpt);
         }
         report_history_push(&t->hist, row);
-        report_csv_row(&csv, t->r.step, row, H_COLS);
+        if (t->rank0)
+            report_csv_row(&csv, t->r.step, row, H_COLS);
         if (eval_now && row[H_EVVA] < t->r.best_val) {
             t->r.best_val = row[H_EVVA];
             t->r.best_step = t->r.step;
@@ -530,7 +642,8 @@ int gpt_train_main(int argc, char **argv, int first)
                 cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
         }
         if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
-            report_csv_flush(&csv);
+            if (t->rank0)
+                report_csv_flush(&csv);
             if (save_checkpoint(t, t->ckpt_path) != MHA_OK)
                 cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
             last_ckpt = t->ckpt_path;
@@ -555,26 +668,35 @@ int gpt_train_main(int argc, char **argv, int first)
                                  "  elapsed %s  left %s", prog.tty ? "  " : "",
                                  (unsigned long long)t->r.step, (unsigned long long)c->steps,
                                  loss, val, lr, sps * (double)(B * T), els, left);
-        if (report_stop_signal())
-            break; /* finish as at --stop-after; a second signal ends the process */
+        if ((stopped = dist_any(report_stop_signal())))
+            break; /* finish as at --stop-after (every rank at this step); a second signal
+                      ends the process */
     }
     const double t_steps = report_now() - t_loop; /* the loop, evaluations included */
     report_progress_end(&prog);
-    report_csv_close(&csv);
+    if (t->rank0)
+        report_csv_close(&csv);
     if (save_checkpoint(t, t->ckpt_path) != MHA_OK)
         return CLI_EXIT_RUNTIME;
     const int completed = t->r.step == c->steps;
     const double tok_s = t_steps > 0 ? (double)((t->r.step - step0) * B * T) / t_steps : 0;
+    const int sig = report_stop_signal();
+    if (!t->rank0) { /* rank 0 writes the files; exit after it (mpirun ends the job when a
+                        rank exits non-zero, as after a signal) */
+        dist_barrier();
+        trainer_free(t);
+        return sig ? 128 + sig : 0; /* stopped for another rank's signal: as --stop-after */
+    }
 
     write_loss_svg(t, svg_path, t->r.step);
     const size_t heat = c->attention == MHA_ATTN_STORED ? write_attention_svgs(t) : 0;
     report_remove_stale_numbered(c->out, "attention_layer", heat, ".svg");
     char *sample = NULL;
-    const int sig = report_stop_signal();
     if (!completed)
         printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
                (unsigned long long)t->r.step, (unsigned long long)c->steps,
-               sig ? report_signal_name(sig) : "--stop-after", t->ckpt_path);
+               sig ? report_signal_name(sig) : stopped ? "a signal to another rank"
+                                                       : "--stop-after", t->ckpt_path);
     if (isfinite(t->last_ev[1]))
         printf("validation loss %.4f, training %.4f (step %llu; best validation %.4f at step "
                "%llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
@@ -607,5 +729,6 @@ int gpt_train_main(int argc, char **argv, int first)
            t->elapsed0 > 0 ? " (the whole run, with the earlier part before --resume)" : "");
     free(sample);
     trainer_free(t);
-    return sig ? 128 + sig : 0;
+    dist_barrier();
+    return sig ? 128 + sig : 0; /* stopped for another rank's signal: as --stop-after */
 }

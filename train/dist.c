@@ -1,0 +1,283 @@
+/*
+ * train/dist.h: the MPI layer of data-parallel training, and its one-rank stand-in.
+ * Built twice (CMakeLists.txt): with MHA_WITH_MPI for mha-gpt-mpi, without for mha-gpt.
+ */
+#include "dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef MHA_WITH_MPI
+#include <mpi.h>
+#endif
+
+#include "cli.h"
+#include "report.h"
+
+static int g_rank = 0, g_size = 1;
+
+/* the shared part of both builds */
+
+int dist_rank(void) { return g_rank; }
+int dist_size(void) { return g_size; }
+
+void dist_share(size_t n, size_t *first, size_t *count)
+{
+    const size_t N = (size_t)g_size, r = (size_t)g_rank, q = n / N, extra = n % N;
+    *count = q + (r < extra);
+    *first = r * q + (r < extra ? r : extra);
+}
+
+struct dist_grads {
+    mha_gpt *g;
+    dist_sync mode;
+    size_t n_tensors;
+    float **grad;       /* [n_tensors] the model's gradient of each tensor       */
+    size_t *numel;      /* [n_tensors]                                          */
+    size_t *offset;     /* [n_tensors + 1] each tensor's place in flat           */
+    float *flat;        /* [offset[n_tensors]] the gradients being summed        */
+    float scale;        /* this rank's share of the global batch                 */
+    double wait;        /* seconds in dist_grads_finish's waits                  */
+    uint64_t steps;
+#ifdef MHA_WITH_MPI
+    MPI_Request *req;   /* [n_tensors] the all-reduce started at a range's first tensor */
+    size_t n_req;
+#endif
+};
+
+dist_grads *dist_grads_create(mha_gpt *g, dist_sync mode)
+{
+    dist_grads *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->g = g;
+    d->mode = mode;
+    d->scale = 1;
+    if (g_size == 1)
+        return d; /* nothing to combine */
+    const size_t n = mha_gpt_num_tensors(g);
+    d->n_tensors = n;
+    d->grad = calloc(n, sizeof *d->grad);
+    d->numel = calloc(n, sizeof *d->numel);
+    d->offset = calloc(n + 1, sizeof *d->offset);
+#ifdef MHA_WITH_MPI
+    d->req = calloc(n, sizeof *d->req);
+#endif
+    if (!d->grad || !d->numel || !d->offset
+#ifdef MHA_WITH_MPI
+        || !d->req
+#endif
+    ) {
+        dist_grads_destroy(d);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mha_param_info in;
+        if (mha_gpt_tensor(g, i, &in, NULL, &d->grad[i]) != MHA_OK) {
+            dist_grads_destroy(d);
+            return NULL;
+        }
+        d->numel[i] = in.numel;
+        d->offset[i + 1] = d->offset[i] + in.numel;
+    }
+    d->flat = malloc(d->offset[n] * sizeof(float));
+    if (!d->flat) {
+        dist_grads_destroy(d);
+        return NULL;
+    }
+    return d;
+}
+
+void dist_grads_destroy(dist_grads *d)
+{
+    if (!d)
+        return;
+    if (d->g && g_size > 1)
+        mha_gpt_set_grad_hook(d->g, NULL, NULL);
+    free(d->grad);
+    free(d->numel);
+    free(d->offset);
+    free(d->flat);
+#ifdef MHA_WITH_MPI
+    free(d->req);
+#endif
+    free(d);
+}
+
+void dist_grads_stats(const dist_grads *d, double *wait_seconds, uint64_t *steps)
+{
+    *wait_seconds = d->wait;
+    *steps = d->steps;
+}
+
+#ifndef MHA_WITH_MPI
+/* ---- one rank ------------------------------------------------------------------------ */
+
+void dist_init(int *argc, char ***argv, const char *name)
+{
+    (void)argc;
+    (void)argv;
+    cli_set_program(name);
+}
+void dist_finalize(void) {}
+int dist_with_mpi(void) { return 0; }
+void dist_sum(double *x, size_t n)
+{
+    (void)x;
+    (void)n;
+}
+int dist_any(int flag) { return flag != 0; }
+int dist_same(uint64_t v)
+{
+    (void)v;
+    return 1;
+}
+void dist_bcast(void *buf, size_t bytes)
+{
+    (void)buf;
+    (void)bytes;
+}
+void dist_barrier(void) {}
+void dist_grads_begin(dist_grads *d, double scale) { d->scale = (float)scale; }
+void dist_grads_finish(dist_grads *d) { d->steps++; }
+
+#else
+/* ---- MPI ------------------------------------------------------------------------------ */
+
+void dist_init(int *argc, char ***argv, const char *name)
+{
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "%s: cannot initialise MPI\n", name);
+        exit(CLI_EXIT_RUNTIME);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    static char label[96];
+    if (g_rank == 0) {
+        snprintf(label, sizeof label, "%s", name);
+    } else {
+        snprintf(label, sizeof label, "%s (rank %d)", name, g_rank);
+        if (!freopen("/dev/null", "w", stdout)) /* rank 0 alone prints results */
+            fprintf(stderr, "%s: cannot silence stdout\n", label);
+    }
+    cli_set_program(label);
+    cli_set_usage_quiet(g_rank != 0);
+    if (provided < MPI_THREAD_FUNNELED) {
+        fprintf(stderr, "%s: this MPI does not support OpenMP threads beside MPI calls "
+                "(MPI_THREAD_FUNNELED)\n", label);
+        MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_RUNTIME);
+    }
+}
+
+void dist_finalize(void) { MPI_Finalize(); }
+int dist_with_mpi(void) { return 1; }
+
+/* MPI counts are int: send n items of `bytes` each in pieces of at most 2^30 items. */
+enum { DIST_CHUNK = 1 << 30 };
+
+void dist_sum(double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i += DIST_CHUNK) {
+        const size_t m = n - i < DIST_CHUNK ? n - i : DIST_CHUNK;
+        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)m, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+}
+
+int dist_any(int flag)
+{
+    int f = flag != 0, any = 0;
+    MPI_Allreduce(&f, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
+int dist_same(uint64_t v)
+{
+    uint64_t lo = 0, hi = 0;
+    MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&v, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
+
+void dist_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+void dist_bcast(void *buf, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i += DIST_CHUNK) {
+        const size_t m = bytes - i < DIST_CHUNK ? bytes - i : DIST_CHUNK;
+        MPI_Bcast((char *)buf + i, (int)m, MPI_BYTE, 0, MPI_COMM_WORLD);
+    }
+}
+
+/* flat[offset[i] ..] ← scale · grad of tensors [first, first + count) */
+static void pack(dist_grads *d, size_t first, size_t count)
+{
+    for (size_t i = first; i < first + count; i++) {
+        const float *src = d->grad[i];
+        float *dst = d->flat + d->offset[i];
+        for (size_t k = 0; k < d->numel[i]; k++)
+            dst[k] = d->scale * src[k];
+    }
+}
+
+static void unpack(dist_grads *d)
+{
+    for (size_t i = 0; i < d->n_tensors; i++)
+        memcpy(d->grad[i], d->flat + d->offset[i], d->numel[i] * sizeof(float));
+}
+
+/* Start the sum of tensors [first, first + count) (called by the model during backward
+ * and, without overlap, once for all of them after it). */
+static void start_range(dist_grads *d, size_t first, size_t count)
+{
+    pack(d, first, count);
+    const size_t n = d->offset[first + count] - d->offset[first];
+    if (n > (size_t)DIST_CHUNK) { /* a range too large for one int count: sum it now */
+        for (size_t i = 0; i < n; i += DIST_CHUNK) {
+            const size_t m = n - i < DIST_CHUNK ? n - i : DIST_CHUNK;
+            MPI_Allreduce(MPI_IN_PLACE, d->flat + d->offset[first] + i, (int)m, MPI_FLOAT,
+                          MPI_SUM, MPI_COMM_WORLD);
+        }
+        return;
+    }
+    MPI_Iallreduce(MPI_IN_PLACE, d->flat + d->offset[first], (int)n, MPI_FLOAT, MPI_SUM,
+                   MPI_COMM_WORLD, &d->req[d->n_req++]);
+    /* Open MPI moves non-blocking collectives on only inside MPI calls: poll the ones
+     * started so far while backward goes on */
+    int done;
+    MPI_Testall((int)d->n_req, d->req, &done, MPI_STATUSES_IGNORE);
+}
+
+static void on_grads_ready(void *user, size_t first, size_t count)
+{
+    start_range(user, first, count);
+}
+
+void dist_grads_begin(dist_grads *d, double scale)
+{
+    d->scale = (float)scale;
+    if (g_size == 1)
+        return;
+    d->n_req = 0;
+    if (d->mode == DIST_SYNC_OVERLAP)
+        mha_gpt_set_grad_hook(d->g, on_grads_ready, d);
+}
+
+void dist_grads_finish(dist_grads *d)
+{
+    d->steps++;
+    if (g_size == 1)
+        return;
+    const double t0 = report_now();
+    if (d->mode == DIST_SYNC_OVERLAP) {
+        mha_gpt_set_grad_hook(d->g, NULL, NULL);
+        MPI_Waitall((int)d->n_req, d->req, MPI_STATUSES_IGNORE);
+    } else {
+        start_range(d, 0, d->n_tensors);
+        MPI_Waitall((int)d->n_req, d->req, MPI_STATUSES_IGNORE);
+    }
+    d->wait += report_now() - t0;
+    unpack(d);
+}
+#endif
