@@ -1,7 +1,7 @@
 /*
  * mha-bench — times one training step (forward with training = 1, then backward)
  * of the float module, self-attention with a causal mask, and compares it with
- * the machine's BLAS limit measured in the same run.
+ * the machine's peak FLOP rate and its BLAS limit, both measured in the same run.
  *
  * Dimension letters as in mha.h: B batch, S sequence (Sq = Sk = S), D model_dim,
  * H num_heads, hd = D/H.
@@ -9,17 +9,27 @@
  * Per case (B, S, D, H) × dropout p × thread count t it reports:
  *   ms              median wall time of one forward+backward step, after warm-up
  *   fwd_ms, bwd_ms  medians of the two halves (the same steps)
- *   gflops          flops / ms, with the issue's count
- *                     forward  F = 8·B·S·D² + 4·B·S²·D
+ *   gflops          flops / ms, counting the work a causal layer has to do
+ *                   (the FlashAttention convention: half of the S×S square)
+ *                     forward  F = 8·B·S·D² + 2·B·S²·D
+ *                              (projections 8·B·S·D²; QKᵀ and P·V 2·B·S²·D each
+ *                              when dense, half of that under the causal mask)
  *                     backward 2·F               → 3·F per step
- *                   (the causal mask's skippable half is still counted: the count
- *                   is the dense layer's, the same for us and for PyTorch)
+ *                   every case is causal (mask.causal = 1 in run_case)
+ *   gflops_dense    the same time with the dense count F = 8·B·S·D² + 4·B·S²·D
+ *                   (the count of earlier runs, as if no score were skipped)
+ *   peak_gflops     this machine's peak float32 rate with t threads: a loop of
+ *                   independent FMAs on the widest vectors the CPU has (peak.h),
+ *                   median of 7 runs at the start of the run
+ *   peak_fraction   gflops / peak_gflops (causal count)
  *   sgemm_gflops    median GFLOP/s of 5 square 1024³ cblas_sgemm calls (2·1024³
  *                   flops each) with the same t, measured right before the case
  *                   (on a shared 2-core machine the limit drifts with the load, so
  *                   each record carries the limit measured next to it; the header
  *                   line's figure is the median of 7 at the start of the run)
- *   sgemm_fraction  gflops / sgemm_gflops
+ *   sgemm_fraction  gflops / sgemm_gflops (causal count; OpenBLAS runs whatever
+ *                   kernel OPENBLAS_CORETYPE picks, so this limit may be a narrower
+ *                   vector unit's than peak_gflops)
  *   activation_bytes  *saved_bytes of mha_cache_size() for a cache of (B, S, S)
  *   reference_bytes   the issue's reference: 4·B·S·D floats (Q, K, V, context)
  *                     + B·H·S² floats (softmax weights) + ⌈B·H·S²/8⌉ bytes of
@@ -42,6 +52,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "peak.h"
 
 /* ---- cases ------------------------------------------------------------------ */
 typedef struct bench_case {
@@ -67,6 +79,8 @@ typedef struct bench_options {
     long warmup;            /* untimed steps before timing                     */
     long max_reps;          /* cap on automatic repetitions                    */
     int sgemm;              /* measure the 1024³ sgemm reference               */
+    int peak;               /* measure the FMA-loop peak                       */
+    peak_isa isa;           /* the peak loop's instruction set (AUTO = widest) */
     uint64_t seed;
     const char *json_path;  /* NULL = no JSON                                  */
     mha_attn_mode mode;     /* the caches' attention mode                      */
@@ -79,7 +93,8 @@ typedef struct bench_result {
     double dropout;
     long reps;
     double ms, fwd_ms, bwd_ms, min_ms;
-    double gflops, sgemm_gflops, sgemm_fraction;
+    double gflops, gflops_dense; /* causal-half count, dense count             */
+    double sgemm_gflops, sgemm_fraction, peak_gflops, peak_fraction;
     size_t activation_bytes, total_bytes, reference_bytes;
 } bench_result;
 
@@ -278,7 +293,11 @@ static void run_case(const bench_options *opt, bench_case c, double p, int threa
     }
 
     double B = (double)c.B, S = (double)c.S, D = (double)c.D, H = (double)c.H;
-    double fwd_flops = 8.0 * B * S * D * D + 4.0 * B * S * S * D;
+    /* forward flops: projections Q, K, V, output 4·2·B·S·D²; QKᵀ and P·V 2·B·S²·D
+     * each when dense, half of that under the causal mask (every case here is
+     * causal: the scores above the diagonal are neither computed nor counted) */
+    double fwd_flops = 8.0 * B * S * D * D + 2.0 * B * S * S * D;
+    double fwd_flops_dense = 8.0 * B * S * D * D + 4.0 * B * S * S * D;
     res->c = c;
     res->threads = threads;
     res->dropout = p;
@@ -288,6 +307,7 @@ static void run_case(const bench_options *opt, bench_case c, double p, int threa
     res->ms = 1e3 * median(ts, (size_t)reps);
     res->min_ms = 1e3 * ts[0]; /* ts is sorted by median() */
     res->gflops = 3.0 * fwd_flops / (res->ms * 1e-3) * 1e-9;
+    res->gflops_dense = 3.0 * fwd_flops_dense / (res->ms * 1e-3) * 1e-9;
     res->activation_bytes = saved;
     res->total_bytes = total;
     double ref = 4.0 * B * S * D * 4.0 + B * H * S * S * 4.0;
@@ -310,7 +330,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: mha-bench [options]\n"
             "Times forward(training)+backward of the float mha module (self-attention,\n"
-            "causal mask) and compares it with a square 1024^3 cblas_sgemm in the same run.\n"
+            "causal mask) and compares it with the machine's peak (an FMA loop) and a\n"
+            "square 1024^3 cblas_sgemm, both measured in the same run. GFLOP/s count\n"
+            "the causal half of the attention scores (gflops_dense in the JSON: all).\n"
             "\n"
             "  --cases LIST     comma-separated cases: an index 1..%d of the default table\n"
             "                   or BxSxDxH (e.g. 4x128x256x8); default: all of\n"
@@ -325,7 +347,10 @@ static void usage(FILE *f) {
             "  --max-reps N     default 2000\n"
             "  --warmup N       untimed steps first (1 when a step takes over 0.25 s);\n"
             "                   default 3\n"
-            "  --no-sgemm       skip the 1024^3 sgemm reference (fractions become 0)\n"
+            "  --no-sgemm       skip the 1024^3 sgemm reference (sgemm fraction 0)\n"
+            "  --no-peak        skip the FMA-loop peak (peak fraction 0)\n"
+            "  --peak-isa ISA   the peak loop's vectors: auto (default: the widest the\n"
+            "                   CPU has), avx512, avx2, sse2 or scalar\n"
             "  --seed N         weights/input/dropout seed; default 42\n"
             "  --json FILE      also write the results as JSON to FILE\n"
             "  --mode MODE      attention mode of the caches: stored (default) or\n"
@@ -420,6 +445,8 @@ static void parse_args(int argc, char **argv, bench_options *o) {
     o->max_reps = 2000;
     o->warmup = 3;
     o->sgemm = 1;
+    o->peak = 1;
+    o->isa = PEAK_ISA_AUTO;
     o->seed = 42;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -486,6 +513,15 @@ static void parse_args(int argc, char **argv, bench_options *o) {
             o->json_path = v;
         } else if (!strcmp(a, "--no-sgemm")) {
             o->sgemm = 0;
+        } else if (!strcmp(a, "--no-peak")) {
+            o->peak = 0;
+        } else if (!strcmp(a, "--peak-isa")) {
+            NEED_VALUE();
+            if (peak_parse_isa(v, &o->isa)) {
+                fprintf(stderr, "mha-bench: bad value '%s' for --peak-isa (auto | avx512 | "
+                                "avx2 | sse2 | scalar)\n", v);
+                exit(2);
+            }
         } else {
             fprintf(stderr, "mha-bench: unknown option '%s' (see --help)\n", a);
             exit(2);
@@ -506,8 +542,19 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* The run's machine limits, per thread count of --threads (resolved, 0 → all cores). */
+typedef struct bench_limits {
+    size_t n;
+    int threads[MAX_LIST];
+    double sgemm[MAX_LIST];   /* 1024³ sgemm GFLOP/s, median of 7; 0 with --no-sgemm */
+    double peak[MAX_LIST];    /* FMA-loop GFLOP/s, median of 7; 0 with --no-peak     */
+    int peak_team[MAX_LIST];  /* threads OpenMP gave the peak loop                   */
+    int have_peak;
+    peak_loop loop;           /* the peak loop's instruction set and shape           */
+} bench_limits;
+
 static int write_json(const char *path, const bench_options *o, const bench_result *r,
-                      size_t n, const int *sg_threads, const double *sg, size_t nsg) {
+                      size_t n, const bench_limits *lim) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     const char *ct = getenv("OPENBLAS_CORETYPE");
@@ -528,24 +575,44 @@ static int write_json(const char *path, const bench_options *o, const bench_resu
     load_average(load, sizeof load);
     fprintf(f, ", \"loadavg_at_end\": ");
     json_string(f, load);
-    fprintf(f, "},\n  \"seed\": %llu,\n  \"sgemm_1024\": [", (unsigned long long)o->seed);
-    for (size_t i = 0; i < nsg; i++)
-        fprintf(f, "%s{\"threads\": %d, \"gflops\": %.3f}", i ? ", " : "", sg_threads[i],
-                sg[i]);
-    fprintf(f, "],\n  \"records\": [\n");
+    fprintf(f, "},\n  \"seed\": %llu,\n  \"flop_count\": \"causal_half\",\n  \"sgemm_1024\": [",
+            (unsigned long long)o->seed);
+    for (size_t i = 0; i < lim->n; i++)
+        fprintf(f, "%s{\"threads\": %d, \"gflops\": %.3f}", i ? ", " : "", lim->threads[i],
+                lim->sgemm[i]);
+    fprintf(f, "],\n  \"peak\": ");
+    if (lim->have_peak) {
+        fprintf(f, "{\"isa\": ");
+        json_string(f, lim->loop.name);
+        fprintf(f, ", \"vector_bits\": %d, \"lanes\": %d, \"accumulators\": %d, "
+                   "\"flops_per_lane\": 2, \"runs\": 7, \"gflops\": [",
+                lim->loop.vector_bits, lim->loop.lanes, lim->loop.accumulators);
+        for (size_t i = 0; i < lim->n; i++)
+            fprintf(f, "%s{\"threads\": %d, \"gflops\": %.3f}", i ? ", " : "",
+                    lim->peak_team[i], lim->peak[i]);
+        fprintf(f, "]}");
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, ",\n  \"peak_gflops\": {");
+    for (size_t i = 0; i < lim->n; i++)
+        fprintf(f, "%s\"%d\": %.3f", i ? ", " : "", lim->threads[i], lim->peak[i]);
+    fprintf(f, "},\n  \"peak_vector_bits\": %d,\n  \"records\": [\n",
+            lim->have_peak ? lim->loop.vector_bits : 0);
     for (size_t i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         fprintf(f,
                 "    {\"mode\": \"%s\", \"B\": %zu, \"S\": %zu, \"D\": %zu, \"H\": %zu, \"threads\": %d, "
                 "\"dropout\": %g, \"reps\": %ld, \"ms\": %.6f, \"fwd_ms\": %.6f, "
-                "\"bwd_ms\": %.6f, \"min_ms\": %.6f, \"gflops\": %.3f, \"sgemm_gflops\": %.3f, "
-                "\"sgemm_fraction\": %.4f, \"activation_bytes\": %zu, "
+                "\"bwd_ms\": %.6f, \"min_ms\": %.6f, \"gflops\": %.3f, \"gflops_dense\": %.3f, "
+                "\"sgemm_gflops\": %.3f, \"sgemm_fraction\": %.4f, \"peak_gflops\": %.3f, "
+                "\"peak_fraction\": %.4f, \"activation_bytes\": %zu, "
                 "\"cache_total_bytes\": %zu, \"reference_bytes\": %zu, "
                 "\"activation_ratio\": %.4f}%s\n",
                 o->mode == MHA_ATTN_RECOMPUTE ? "recompute" : "stored", x->c.B, x->c.S, x->c.D,
-                x->c.H, x->threads, x->dropout, x->reps, x->ms,
-                x->fwd_ms, x->bwd_ms, x->min_ms, x->gflops, x->sgemm_gflops, x->sgemm_fraction,
-                x->activation_bytes, x->total_bytes, x->reference_bytes,
+                x->c.H, x->threads, x->dropout, x->reps, x->ms, x->fwd_ms, x->bwd_ms, x->min_ms,
+                x->gflops, x->gflops_dense, x->sgemm_gflops, x->sgemm_fraction, x->peak_gflops,
+                x->peak_fraction, x->activation_bytes, x->total_bytes, x->reference_bytes,
                 (double)x->activation_bytes / (double)x->reference_bytes,
                 i + 1 < n ? "," : "");
     }
@@ -558,12 +625,29 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &o);
     int cores = all_cores();
 
-    /* resolve thread counts (0 = all cores) and measure the sgemm limit once each */
-    int thr[MAX_LIST];
-    double sg[MAX_LIST];
+    /* resolve thread counts (0 = all cores) and measure the limits once each: the
+     * FMA-loop peak and the sgemm reference */
+    bench_limits lim;
+    memset(&lim, 0, sizeof lim);
+    lim.n = o.num_threads;
+    if (o.peak) {
+        if (peak_describe(o.isa, &lim.loop)) {
+            fprintf(stderr, "mha-bench: this CPU cannot run the --peak-isa loop\n");
+            return 2;
+        }
+        lim.have_peak = 1;
+    }
     for (size_t k = 0; k < o.num_threads; k++) {
-        thr[k] = o.threads[k] ? o.threads[k] : cores;
-        sg[k] = o.sgemm ? sgemm_gflops(thr[k], 1024, 7) : 0.0;
+        lim.threads[k] = o.threads[k] ? o.threads[k] : cores;
+        lim.peak_team[k] = lim.threads[k];
+        if (o.peak) {
+            lim.peak[k] = peak_gflops(&lim.loop, lim.threads[k], 7, 0.04, &lim.peak_team[k]);
+            if (!(lim.peak[k] > 0)) {
+                fprintf(stderr, "mha-bench: the peak loop returned a wrong result\n");
+                return 1;
+            }
+        }
+        lim.sgemm[k] = o.sgemm ? sgemm_gflops(lim.threads[k], 1024, 7) : 0.0;
     }
     char load[64];
     load_average(load, sizeof load);
@@ -575,12 +659,29 @@ int main(int argc, char **argv) {
     char lib[512];
     blas_library(lib, sizeof lib);
     printf("OpenBLAS library: %s\n", lib);
-    for (size_t k = 0; k < o.num_threads; k++)
-        printf("sgemm 1024^3, %d thread%s: %.1f GFLOP/s (median of 7)\n", thr[k],
-               thr[k] == 1 ? "" : "s", sg[k]);
-    printf("\n%-16s %3s %4s %5s %10s %9s %9s %8s %7s %6s %12s %12s %6s\n", "B,S,D,H", "thr",
-           "p", "reps", "ms", "fwd_ms", "bwd_ms", "GFLOP/s", "sgemm", "%sgemm", "act_bytes",
-           "ref_bytes", "ratio");
+    for (size_t k = 0; k < o.num_threads; k++) {
+        if (o.peak)
+            printf("peak, FMA loop (%s, %d-bit vectors, %d accumulators), %d thread%s: "
+                   "%.1f GFLOP/s (median of 7)\n",
+                   lim.loop.name, lim.loop.vector_bits, lim.loop.accumulators,
+                   lim.peak_team[k], lim.peak_team[k] == 1 ? "" : "s", lim.peak[k]);
+        if (o.sgemm)
+            printf("sgemm 1024^3, %d thread%s: %.1f GFLOP/s (median of 7)\n", lim.threads[k],
+                   lim.threads[k] == 1 ? "" : "s", lim.sgemm[k]);
+    }
+    /* t threads of independent FMAs scale linearly unless the cores are shared */
+    for (size_t k = 0; o.peak && k < o.num_threads; k++)
+        for (size_t j = 0; j < o.num_threads; j++)
+            if (lim.peak_team[j] == 1 && lim.peak_team[k] > 1 &&
+                lim.peak[k] < 0.8 * lim.peak_team[k] * lim.peak[j])
+                printf("warning: the peak loop with %d threads ran only %.2fx its 1-thread "
+                       "rate: the cores were busy, fractions at %d threads are inflated\n",
+                       lim.peak_team[k], lim.peak[k] / lim.peak[j], lim.peak_team[k]);
+    printf("GFLOP/s count the causal half of the attention scores "
+           "(3·(8·B·S·D² + 2·B·S²·D) per step)\n");
+    printf("\n%-16s %3s %4s %5s %10s %9s %9s %8s %7s %6s %7s %6s %12s %12s %6s\n", "B,S,D,H",
+           "thr", "p", "reps", "ms", "fwd_ms", "bwd_ms", "GFLOP/s", "sgemm", "%sgemm", "peak",
+           "%peak", "act_bytes", "ref_bytes", "ratio");
     fflush(stdout);
 
     size_t total = o.num_cases * o.num_dropouts * o.num_threads, n = 0;
@@ -590,23 +691,25 @@ int main(int argc, char **argv) {
         for (size_t di = 0; di < o.num_dropouts; di++)
             for (size_t ti = 0; ti < o.num_threads; ti++) {
                 bench_result *r = &res[n++];
-                double sg_here = o.sgemm ? sgemm_gflops(thr[ti], 1024, 5) : 0.0;
-                run_case(&o, o.cases[ci], o.dropouts[di], thr[ti], r);
+                double sg_here = o.sgemm ? sgemm_gflops(lim.threads[ti], 1024, 5) : 0.0;
+                run_case(&o, o.cases[ci], o.dropouts[di], lim.threads[ti], r);
                 r->sgemm_gflops = sg_here;
                 r->sgemm_fraction = sg_here > 0 ? r->gflops / sg_here : 0.0;
+                r->peak_gflops = lim.peak[ti];
+                r->peak_fraction = lim.peak[ti] > 0 ? r->gflops / lim.peak[ti] : 0.0;
                 char name[96];
                 snprintf(name, sizeof name, "%zu,%zu,%zu,%zu", r->c.B, r->c.S, r->c.D, r->c.H);
-                printf("%-16s %3d %4.2g %5ld %10.4f %9.4f %9.4f %8.2f %7.1f %5.1f%% %12zu %12zu "
-                       "%6.3f\n",
+                printf("%-16s %3d %4.2g %5ld %10.4f %9.4f %9.4f %8.2f %7.1f %5.1f%% %7.1f "
+                       "%5.1f%% %12zu %12zu %6.3f\n",
                        name, r->threads, r->dropout, r->reps, r->ms, r->fwd_ms, r->bwd_ms,
-                       r->gflops, r->sgemm_gflops, 100.0 * r->sgemm_fraction, r->activation_bytes,
-                       r->reference_bytes,
+                       r->gflops, r->sgemm_gflops, 100.0 * r->sgemm_fraction, r->peak_gflops,
+                       100.0 * r->peak_fraction, r->activation_bytes, r->reference_bytes,
                        (double)r->activation_bytes / (double)r->reference_bytes);
                 fflush(stdout);
             }
     int rc = 0;
     if (o.json_path) {
-        if (write_json(o.json_path, &o, res, n, thr, sg, o.num_threads)) {
+        if (write_json(o.json_path, &o, res, n, &lim)) {
             fprintf(stderr, "mha-bench: cannot write %s: %s\n", o.json_path, strerror(errno));
             rc = 1;
         } else {

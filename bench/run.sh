@@ -26,6 +26,18 @@
 # against bench/torch_train.py; merge everything into one JSON with one record
 # per (case, dropout, threads) and print the table.
 #
+# Limits: mha-bench measures the machine's peak (a loop of independent FMAs on the
+# widest vectors the CPU has, 1 and all threads) and a 1024³ sgemm; each record gets
+# peak_fraction and sgemm_fraction. GFLOP/s count the causal half of the attention
+# scores (3·(8·B·S·D² + 2·B·S²·D) per step; gflops_dense has the old, dense count).
+# The peak per thread count is the highest of the passes' (each a median of 7).
+#
+# Memory modes: each pass also times (1,4096,256,4), p 0, all threads, in the stored
+# and the recompute mode (mha-bench --mode).
+#
+# Targets (issue 9): the table ends with each target, measured, met or MISSED;
+# bench.json has them under "targets" (met null = not measured, e.g. with --quick).
+#
 # Thread scaling (issue 11: whatever BLAS a user links, 2 threads must never be
 # slower than 1): each pass also runs mha-bench with the pthreads build of
 # OpenBLAS forced at run time (LD_LIBRARY_PATH=DIR; mha-bench itself links the
@@ -95,6 +107,8 @@ fi
 # ---- the pthreads OpenBLAS, forced at run time ------------------------------------
 # $TMP/pthr_note says why the section did not run; $TMP/pthr_dir where it looked
 # (both read by the merge, which also checks that the forced build was loaded)
+# stored vs recompute mode at S = 4096 (issue 9: recompute within 1.3x, memory kept)
+MODE_ARGS=(--cases 1x4096x256x4 --threads 0 --dropout 0 --no-sgemm --no-peak --reps 3 --warmup 1)
 SCALING_CASES=16x64x128x4,1x2048x256x4
 SCALING_ARGS=(--cases "$SCALING_CASES" --threads 1,2 --dropout 0,0.1)
 [ "$QUICK" = 1 ] && SCALING_ARGS+=(--min-time 0.1)
@@ -133,6 +147,10 @@ for pass in $(seq 1 "$PASSES"); do
     LD_LIBRARY_PATH="$PTHREADS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
       "$BUILD/mha-bench" "${SCALING_ARGS[@]}" --json "$TMP/pthr$pass.json"
   fi
+  echo "== mha-bench, stored vs recompute mode at S = 4096 (pass $pass of $PASSES)"
+  for mode in stored recompute; do
+    "$BUILD/mha-bench" "${MODE_ARGS[@]}" --mode "$mode" --json "$TMP/mode_${mode}_$pass.json"
+  done
   if [ "$HAVE_TORCH" = 1 ]; then
     echo "== PyTorch, the seed module (pass $pass of $PASSES)"
     # a longer minimum time than the C side: torch's step times scatter widely here
@@ -205,9 +223,10 @@ elif [ "$TRAIN" = 1 ]; then
 fi
 
 # ---- merge -------------------------------------------------------------------------
-"$PY" - "$TMP" "$OUT" "$MACHINE_IDLE" <<'EOF'
+"$PY" - "$TMP" "$OUT" "$MACHINE_IDLE" "$QUICK" <<'EOF'
 import json, os, sys
 tmp, out = sys.argv[1], sys.argv[2]
+quick = sys.argv[4] == "1"
 busy = int(sys.argv[3]) < 90  # machine_header's rule
 busy_note = ("warning: the machine was busy at the start (%s%% idle): these numbers are noisy" % sys.argv[3]) if busy else ""
 def load(name):
@@ -221,6 +240,7 @@ def passes(prefix):
     return out
 cs, ts, tr = passes("c"), passes("torch"), load("train.json")
 c = cs[0]
+cores = c["machine"]["cores"]
 t = ts[0] if ts else None
 def key(r):
     return (r["B"], r["S"], r["D"], r["H"], r["dropout"], r["threads"])
@@ -241,6 +261,20 @@ for p in ts:
         all_t_ms.setdefault(key(r), []).append(r["ms"])
         d = torch_ms.setdefault(k5, {})
         d[r["threads"]] = min(d.get(r["threads"], float("inf")), r["ms"])
+# the machine's peak per thread count: the highest of the passes' FMA-loop medians
+# (a peak is an upper bound: a pass that shared the CPU measures less, never more)
+peak = {}
+for p in cs:
+    for th, g in (p.get("peak_gflops") or {}).items():
+        if g > 0:
+            peak[int(th)] = max(peak.get(int(th), 0.0), g)
+peak_all = {str(th): [p.get("peak_gflops", {}).get(str(th)) for p in cs] for th in sorted(peak)}
+# independent FMAs scale linearly with the threads unless the cores were shared
+peak_note = ""
+if 1 in peak and cores in peak and cores > 1 and peak[cores] < 0.8 * cores * peak[1]:
+    peak_note = ("warning: the peak loop with %d threads reached only %.2fx its 1-thread rate: "
+                 "the cores were shared, so %d-thread times, fractions and targets mean little"
+                 % (cores, peak[cores] / peak[1], cores))
 tuned_ms = {}   # (B,S,D,H,dropout) -> {threads: ms} with malloc tuned
 tt_doc = load("torch_tuned.json")
 if tt_doc:
@@ -252,8 +286,12 @@ for r0 in c["records"]:
     k = (r["B"], r["S"], r["D"], r["H"], r["dropout"])
     tm = torch_ms.get(k, {})
     rec = {key: r[key] for key in ("B", "S", "D", "H", "threads", "dropout", "ms", "fwd_ms",
-                                   "bwd_ms", "reps", "gflops", "sgemm_gflops", "sgemm_fraction",
-                                   "activation_bytes", "reference_bytes", "activation_ratio")}
+                                   "bwd_ms", "reps", "gflops", "gflops_dense", "sgemm_gflops",
+                                   "sgemm_fraction", "activation_bytes", "reference_bytes",
+                                   "activation_ratio")}
+    # gflops: causal-half count; peak_fraction against the run's peak at these threads
+    rec["peak_gflops"] = peak.get(r["threads"])
+    rec["peak_fraction"] = r["gflops"] / peak[r["threads"]] if r["threads"] in peak else None
     # torch_ms: PyTorch's best time, the faster of its 1-thread and all-thread runs
     # (the issue's definition); speedup = torch_ms / ms.
     rec["torch_ms_by_threads"] = {str(k2): v for k2, v in sorted(tm.items())}
@@ -315,28 +353,106 @@ if ps:
         scaling["pthreads_records"] = [pb[k] for k in sorted(pb)]
 scaling["rows"] += scaling_rows("main run (%s)" % main_build, best_c, all_c_ms)
 
-doc = {"machine": c["machine"], "passes": len(cs),
+# ---- stored vs recompute mode at S = 4096: best pass per mode
+modes = {}
+for mode in ("stored", "recompute"):
+    runs = passes("mode_%s_" % mode)
+    rs = [p["records"][0] for p in runs if p["records"]]
+    if rs:
+        best = min(rs, key=lambda r: r["ms"])
+        modes[mode] = {"ms": best["ms"], "ms_all_passes": [r["ms"] for r in rs],
+                       "activation_bytes": best["activation_bytes"],
+                       "cache_total_bytes": best["cache_total_bytes"]}
+        modes["case"] = {k: best[k] for k in ("B", "S", "D", "H", "threads", "dropout")}
+if "stored" in modes and "recompute" in modes:
+    modes["time_ratio"] = modes["recompute"]["ms"] / modes["stored"]["ms"]
+    modes["activation_ratio"] = (modes["recompute"]["activation_bytes"] /
+                                 modes["stored"]["activation_bytes"])
+
+# ---- the issue's targets: p = 0, the all-core rows (2 threads on the 2-core machines the
+# issue was written for), PyTorch's best of 1 and all threads, best pass each
+def record_at(shape, p, th):
+    for r in records:
+        if (r["B"], r["S"], r["D"], r["H"]) == shape and r["dropout"] == p and r["threads"] == th:
+            return r
+    return None
+def target(name, what, value, op, limit, unit):
+    met = None if value is None else (value <= limit if op == "<=" else value >= limit)
+    return {"name": name, "what": what, "measured": value, "op": op, "target": limit,
+            "unit": unit, "met": met}
+def shape_name(sh):
+    return "(%d,%d,%d,%d)" % sh
+SEED_SHAPE = (2, 10, 64, 8)
+LARGE = [(16, 64, 128, 4), (8, 256, 256, 8), (1, 2048, 256, 4)]
+targets = []
+for sh, lim in [(SEED_SHAPE, 15.0), (LARGE[0], 4.5), (LARGE[1], 6.0), (LARGE[2], 8.0)]:
+    r = record_at(sh, 0.0, cores)
+    targets.append(target("speedup_%d_%d_%d_%d" % sh,
+                          "speed-up vs PyTorch %s" % shape_name(sh),
+                          r["speedup"] if r else None, ">=", lim, "x"))
+for sh in LARGE:
+    r = record_at(sh, 0.0, cores)
+    targets.append(target("peak_fraction_%d_%d_%d_%d" % sh,
+                          "peak fraction %s" % shape_name(sh),
+                          r["peak_fraction"] if r else None, ">=", 0.6, ""))
+for sh in LARGE:
+    r1, r2 = record_at(sh, 0.0, 1), record_at(sh, 0.0, cores)
+    targets.append(target("scaling_%d_%d_%d_%d" % sh,
+                          "%d threads vs 1, ms(1)/ms(%d) %s" % (cores, cores, shape_name(sh)),
+                          r1["ms"] / r2["ms"] if (r1 and r2 and cores > 1) else None, ">=", 1.7,
+                          "x"))
+targets.append(target("train_steps_per_s", "mha-train defaults, steps/s",
+                      tr["mha_steps_per_s"] if tr else None, ">=", 1200.0, "steps/s"))
+targets.append(target("recompute_time_ratio",
+                      "recompute / stored ms (1,4096,256,4)",
+                      modes.get("time_ratio"), "<=", 1.3, "x"))
+# "keeps its memory": the memory target of the recompute mode (saved activations
+# <= 72 MiB at S = 16384, linear in S) scaled to S = 4096
+targets.append(target("recompute_saved_mib",
+                      "recompute saved bytes (1,4096,256,4)",
+                      modes["recompute"]["activation_bytes"] / 2.0**20 if "recompute" in modes
+                      else None, "<=", 18.0, "MiB"))
+
+doc = {"machine": c["machine"], "passes": len(cs), "quick": quick,
        "torch_malloc_tuned": tt_doc["machine"] if tt_doc else None,
        "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+       "flop_count": "causal_half: 3*(8*B*S*D^2 + 2*B*S^2*D) per step; gflops_dense: "
+                     "3*(8*B*S*D^2 + 4*B*S^2*D)",
+       "peak": {k: v for k, v in (c.get("peak") or {}).items() if k != "gflops"} or None,
+       "peak_vector_bits": c.get("peak_vector_bits"),
+       "peak_gflops": {str(th): g for th, g in sorted(peak.items())},
+       "peak_gflops_all_passes": peak_all, "peak_note": peak_note or None,
        "sgemm_1024": c["sgemm_1024"], "torch": t["machine"] if t else None,
-       "records": records, "training": tr, "thread_scaling": scaling}
+       "records": records, "training": tr, "thread_scaling": scaling,
+       "memory_modes": modes or None, "targets": targets}
 with open(out, "w") as f:
     json.dump(doc, f, indent=1)
 
-cores = c["machine"]["cores"]
 print()
-print("%-14s %3s %4s %9s %8s %6s %9s %8s %9s %8s %6s %10s" % ("B,S,D,H", "thr", "p", "ms",
-      "GFLOP/s", "%sgemm", "torch_ms", "speedup", "tuned_ms", "speedup", "act/ref", "act_bytes"))
 def fmt_or_dash(v, fmt):
     return fmt % v if v is not None else "-"
+pk = c.get("peak")
+if pk:
+    print("peak (FMA loop, %s, %d-bit vectors, %d accumulators; highest of %d pass%s): %s" % (
+        pk["isa"], pk["vector_bits"], pk["accumulators"], len(cs), "" if len(cs) == 1 else "es",
+        ", ".join("%d thread%s %.1f GFLOP/s" % (th, "" if th == 1 else "s", g)
+                  for th, g in sorted(peak.items()))))
+print("GFLOP/s count the causal half of the attention scores: 3·(8·B·S·D² + 2·B·S²·D) per step")
+print()
+print("%-14s %3s %4s %9s %8s %6s %6s %9s %8s %9s %8s %6s %10s" % ("B,S,D,H", "thr", "p", "ms",
+      "GFLOP/s", "%sgemm", "%peak", "torch_ms", "speedup", "tuned_ms", "speedup", "act/ref",
+      "act_bytes"))
 for r in records:
-    print("%-14s %3d %4.2g %9.4f %8.2f %5.1f%% %9s %8s %9s %8s %6.3f %10d" % (
+    print("%-14s %3d %4.2g %9.4f %8.2f %5.1f%% %6s %9s %8s %9s %8s %6.3f %10d" % (
         "%d,%d,%d,%d" % (r["B"], r["S"], r["D"], r["H"]), r["threads"], r["dropout"], r["ms"],
-        r["gflops"], 100 * r["sgemm_fraction"], fmt_or_dash(r["torch_ms"], "%.4f"),
+        r["gflops"], 100 * r["sgemm_fraction"],
+        fmt_or_dash(None if r["peak_fraction"] is None else 100 * r["peak_fraction"], "%5.1f%%"),
+        fmt_or_dash(r["torch_ms"], "%.4f"),
         fmt_or_dash(r["speedup"], "%.1fx"), fmt_or_dash(r["torch_ms_malloc_tuned"], "%.4f"),
         fmt_or_dash(r["speedup_vs_malloc_tuned"], "%.1fx"), r["activation_ratio"], r["activation_bytes"]))
 print("(speedup = PyTorch's best of 1 and %d threads / ours; tuned = the same with glibc malloc "
-      "keeping its heap;\n the issue's targets use the %d-thread rows)" % (cores, cores))
+      "keeping its heap;\n %%sgemm, %%peak = GFLOP/s / the 1024³ sgemm's, / the FMA-loop peak's, "
+      "at the row's thread count;\n the issue's targets use the %d-thread rows)" % (cores, cores))
 if tr:
     print()
     print("training (%s): mha-train %.1f steps/s, PyTorch %s steps/s, ratio %s; "
@@ -365,6 +481,34 @@ missed = sum(1 for row in scaling["rows"] if row["met"] is False)
 if missed:
     print("THREAD SCALING MISSED in %d row%s (2 threads slower than 1; on a busy machine, "
           "re-run before believing it)" % (missed, "" if missed == 1 else "s"))
+if modes.get("time_ratio") is not None:
+    print()
+    print("memory modes, (%d,%d,%d,%d), p %g, %d threads (best of %d): stored %.1f ms, %.1f MiB "
+          "saved; recompute %.1f ms, %.1f MiB saved; time ratio %.3f" % (
+              modes["case"]["B"], modes["case"]["S"], modes["case"]["D"], modes["case"]["H"],
+              modes["case"]["dropout"], modes["case"]["threads"],
+              len(modes["stored"]["ms_all_passes"]), modes["stored"]["ms"],
+              modes["stored"]["activation_bytes"] / 2.0**20, modes["recompute"]["ms"],
+              modes["recompute"]["activation_bytes"] / 2.0**20, modes["time_ratio"]))
+UNIT_FMT = {"x": "%.2fx", "": "%.3f", "steps/s": "%.0f steps/s", "MiB": "%.1f MiB"}
+def met_word(t):
+    return {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
+print()
+print("targets (issue 9): dropout 0, %d-thread rows, best pass; speed-up = PyTorch's best of 1 "
+      "and %d threads / ours;\n peak fraction with the causal count; memory modes at %d threads"
+      % (cores, cores, cores))
+print("%-44s %12s %18s  %s" % ("target", "measured", "wanted", ""))
+for tg in targets:
+    print("%-44s %12s %18s  %s" % (tg["what"], fmt_or_dash(tg["measured"], UNIT_FMT[tg["unit"]]),
+                                   tg["op"] + " " + UNIT_FMT[tg["unit"]] % tg["target"],
+                                   met_word(tg)))
+n_missed = sum(1 for tg in targets if tg["met"] is False)
+n_met = sum(1 for tg in targets if tg["met"] is True)
+print("%d met, %d MISSED, %d not measured%s" % (
+    n_met, n_missed, len(targets) - n_met - n_missed,
+    " (--quick: a smoke run, not the targets' measurement)" if quick else ""))
+if peak_note:
+    print(peak_note)
 if busy_note:
     print(busy_note)
 # the same table in Markdown, for bench/README.md
@@ -372,16 +516,27 @@ md = os.path.splitext(out)[0] + ".md"
 with open(md, "w") as f:
     if busy_note:
         f.write("**%s**\n\n" % busy_note)
+    if peak_note:
+        f.write("**%s**\n\n" % peak_note)
+    if pk:
+        f.write("Peak (FMA loop, %s, %d-bit vectors): %s. GFLOP/s count the causal half of "
+                "the attention scores.\n\n" % (
+                    pk["isa"], pk["vector_bits"],
+                    ", ".join("%.1f GFLOP/s with %d thread%s" % (g, th, "" if th == 1 else "s")
+                              for th, g in sorted(peak.items()))))
     f.write("| B, S, D, H | threads | dropout | ms | GFLOP/s | sgemm GFLOP/s | sgemm fraction "
-            "| PyTorch ms (best) | speed-up | PyTorch ms, malloc tuned | speed-up | saved bytes "
-            "| / reference |\n")
+            "| peak fraction | PyTorch ms (best) | speed-up | PyTorch ms, malloc tuned "
+            "| speed-up | saved bytes | / reference |\n")
     f.write("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-            "| ---: |\n")
+            "| ---: | ---: |\n")
     for r in records:
         f.write("| %d, %d, %d, %d | %d | %g | %.4g | %.1f | %.0f | %.0f %% | %s | %s | %s | %s "
-                "| %d | %.3f |\n" % (
+                "| %s | %d | %.3f |\n" % (
             r["B"], r["S"], r["D"], r["H"], r["threads"], r["dropout"], r["ms"], r["gflops"],
-            r["sgemm_gflops"], 100 * r["sgemm_fraction"], fmt_or_dash(r["torch_ms"], "%.4g"),
+            r["sgemm_gflops"], 100 * r["sgemm_fraction"],
+            fmt_or_dash(None if r["peak_fraction"] is None else 100 * r["peak_fraction"],
+                        "%.0f %%"),
+            fmt_or_dash(r["torch_ms"], "%.4g"),
             fmt_or_dash(r["speedup"], "%.1f×"), fmt_or_dash(r["torch_ms_malloc_tuned"], "%.4g"),
             fmt_or_dash(r["speedup_vs_malloc_tuned"], "%.1f×"), r["activation_bytes"],
             r["activation_ratio"]))
@@ -407,5 +562,22 @@ with open(md, "w") as f:
             fmt_or_dash(row["ratio_2_to_1"], "%.3f"), "**%s**" % v if row["met"] is False else v))
     if scaling["pthreads_note"]:
         f.write("\npthreads OpenBLAS: %s\n" % scaling["pthreads_note"])
+    if modes.get("time_ratio") is not None:
+        f.write("\nMemory modes, (%d, %d, %d, %d), dropout %g, %d threads: stored %.1f ms "
+                "(%.1f MiB saved), recompute %.1f ms (%.1f MiB saved), ratio %.3f.\n" % (
+                    modes["case"]["B"], modes["case"]["S"], modes["case"]["D"],
+                    modes["case"]["H"], modes["case"]["dropout"], modes["case"]["threads"],
+                    modes["stored"]["ms"], modes["stored"]["activation_bytes"] / 2.0**20,
+                    modes["recompute"]["ms"], modes["recompute"]["activation_bytes"] / 2.0**20,
+                    modes["time_ratio"]))
+    f.write("\nTargets (issue 9; dropout 0, %d-thread rows, best pass; speed-up = PyTorch's "
+            "best of 1 and %d threads / ours; peak fraction with the causal count%s):\n\n" % (
+                cores, cores, "; --quick: a smoke run" if quick else ""))
+    f.write("| target | measured | wanted | met? |\n| --- | ---: | ---: | --- |\n")
+    for tg in targets:
+        u = UNIT_FMT[tg["unit"]].replace("x", "×")
+        f.write("| %s | %s | %s %s | %s |\n" % (
+            tg["what"], fmt_or_dash(tg["measured"], u), "≤" if tg["op"] == "<=" else "≥",
+            u % tg["target"], "**MISSED**" if tg["met"] is False else met_word(tg)))
 print("\nwrote %s and %s" % (out, md))
 EOF

@@ -1,0 +1,239 @@
+/*
+ * bench/peak.c — this machine's peak float32 FLOP rate (see peak.h).
+ *
+ * Each kernel keeps N independent accumulators a_0..a_{N-1} (vectors of L floats)
+ * in registers and runs, `iters` times,
+ *     a_k = a_k · m + c        k = 0..N-1     (one FMA each: 2·L flops)
+ * N is chosen so that N ≥ FMA latency × FMA units per core on every CPU we know
+ * (latency 4–5 cycles, 1–2 units: ≥ 10 chains), so the loop is bound by FMA
+ * throughput, not by the dependency chains: AVX-512 16 of its 32 registers, AVX2 and
+ * SSE2 12 of their 16. With m = 0.5 and c > 0 every a_k converges to 2c (no
+ * overflow, no subnormal operands that could slow the loop down); the kernels
+ * return the sum of all lanes, which the caller checks, so no loop can be deleted.
+ *
+ * The kernels are compiled for their instruction sets with target attributes (the
+ * rest of mha-bench stays baseline x86-64) and are only called after
+ * __builtin_cpu_supports said the CPU has them.
+ */
+#include "peak.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define PEAK_X86 1
+#include <immintrin.h>
+#else
+#define PEAK_X86 0
+#endif
+
+enum { ACC_AVX512 = 16, ACC_AVX2 = 12, ACC_SSE2 = 12, ACC_SCALAR = 8 };
+
+/* The multiplier and addend, read at run time so the compiler knows nothing of them. */
+static volatile float peak_m = 0.5f, peak_c = 0.25f;
+
+/* Applies OP(k) for k = 0..15 / 0..11. */
+#define PEAK_REPEAT12(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7) OP(8) OP(9) \
+    OP(10) OP(11)
+#define PEAK_REPEAT16(OP) PEAK_REPEAT12(OP) OP(12) OP(13) OP(14) OP(15)
+
+#if PEAK_X86
+/* AVX-512F: 16 accumulators of 16 floats; 16 FMAs = 512 flops per iteration. */
+__attribute__((target("avx512f"))) static float kernel_avx512(long iters, float m, float c) {
+    const __m512 vm = _mm512_set1_ps(m), vc = _mm512_set1_ps(c);
+#define DECL(k) __m512 a##k = _mm512_set1_ps((float)(k + 1));
+    PEAK_REPEAT16(DECL)
+#undef DECL
+    for (long i = 0; i < iters; i++) {
+#define STEP(k) a##k = _mm512_fmadd_ps(a##k, vm, vc);
+        PEAK_REPEAT16(STEP)
+#undef STEP
+    }
+    __m512 s = _mm512_setzero_ps();
+#define SUM(k) s = _mm512_add_ps(s, a##k);
+    PEAK_REPEAT16(SUM)
+#undef SUM
+    return _mm512_reduce_add_ps(s);
+}
+
+/* AVX2 + FMA: 12 accumulators of 8 floats; 12 FMAs = 192 flops per iteration. */
+__attribute__((target("avx2,fma"))) static float kernel_avx2(long iters, float m, float c) {
+    const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
+#define DECL(k) __m256 a##k = _mm256_set1_ps((float)(k + 1));
+    PEAK_REPEAT12(DECL)
+#undef DECL
+    for (long i = 0; i < iters; i++) {
+#define STEP(k) a##k = _mm256_fmadd_ps(a##k, vm, vc);
+        PEAK_REPEAT12(STEP)
+#undef STEP
+    }
+    __m256 s = _mm256_setzero_ps();
+#define SUM(k) s = _mm256_add_ps(s, a##k);
+    PEAK_REPEAT12(SUM)
+#undef SUM
+    float lane[8];
+    _mm256_storeu_ps(lane, s);
+    float t = 0;
+    for (int k = 0; k < 8; k++) t += lane[k];
+    return t;
+}
+
+/* SSE2 (every x86-64): no FMA, a multiply then an add, 2 flops per lane as well;
+ * 12 accumulators of 4 floats, 96 flops per iteration. */
+static float kernel_sse2(long iters, float m, float c) {
+    const __m128 vm = _mm_set1_ps(m), vc = _mm_set1_ps(c);
+#define DECL(k) __m128 a##k = _mm_set1_ps((float)(k + 1));
+    PEAK_REPEAT12(DECL)
+#undef DECL
+    for (long i = 0; i < iters; i++) {
+#define STEP(k) a##k = _mm_add_ps(_mm_mul_ps(a##k, vm), vc);
+        PEAK_REPEAT12(STEP)
+#undef STEP
+    }
+    __m128 s = _mm_setzero_ps();
+#define SUM(k) s = _mm_add_ps(s, a##k);
+    PEAK_REPEAT12(SUM)
+#undef SUM
+    float lane[4];
+    _mm_storeu_ps(lane, s);
+    return lane[0] + lane[1] + lane[2] + lane[3];
+}
+#endif
+
+/* Not x86 (or --peak-isa scalar): 8 chains in plain C, counted as 1 lane each. ISO C
+ * mode does not contract a·m + c into an FMA; the compiler may still vectorise the
+ * chains, so on x86 this is a portability fallback, not a measurement of anything. */
+static float kernel_scalar(long iters, float m, float c) {
+    float a[ACC_SCALAR];
+    for (int k = 0; k < ACC_SCALAR; k++) a[k] = (float)(k + 1);
+    for (long i = 0; i < iters; i++)
+        for (int k = 0; k < ACC_SCALAR; k++) a[k] = a[k] * m + c;
+    float t = 0;
+    for (int k = 0; k < ACC_SCALAR; k++) t += a[k];
+    return t;
+}
+
+static float run_kernel(peak_isa isa, long iters, float m, float c) {
+    switch (isa) {
+#if PEAK_X86
+    case PEAK_ISA_AVX512: return kernel_avx512(iters, m, c);
+    case PEAK_ISA_AVX2: return kernel_avx2(iters, m, c);
+    case PEAK_ISA_SSE2: return kernel_sse2(iters, m, c);
+#endif
+    default: return kernel_scalar(iters, m, c);
+    }
+}
+
+static int cpu_has(peak_isa isa) {
+#if PEAK_X86
+    __builtin_cpu_init();
+    switch (isa) {
+    case PEAK_ISA_AVX512: return __builtin_cpu_supports("avx512f");
+    case PEAK_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case PEAK_ISA_SSE2: return __builtin_cpu_supports("sse2");
+    case PEAK_ISA_SCALAR: return 1;
+    default: return 0;
+    }
+#else
+    return isa == PEAK_ISA_SCALAR;
+#endif
+}
+
+peak_isa peak_widest_isa(void) {
+    if (cpu_has(PEAK_ISA_AVX512)) return PEAK_ISA_AVX512;
+    if (cpu_has(PEAK_ISA_AVX2)) return PEAK_ISA_AVX2;
+    if (cpu_has(PEAK_ISA_SSE2)) return PEAK_ISA_SSE2;
+    return PEAK_ISA_SCALAR;
+}
+
+int peak_parse_isa(const char *name, peak_isa *isa) {
+    static const struct { const char *name; peak_isa isa; } names[] = {
+        {"auto", PEAK_ISA_AUTO},  {"avx512", PEAK_ISA_AVX512}, {"avx2", PEAK_ISA_AVX2},
+        {"sse2", PEAK_ISA_SSE2},  {"scalar", PEAK_ISA_SCALAR}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i].name)) {
+            *isa = names[i].isa;
+            return 0;
+        }
+    return -1;
+}
+
+int peak_describe(peak_isa isa, peak_loop *loop) {
+    if (isa == PEAK_ISA_AUTO) isa = peak_widest_isa();
+    if (!cpu_has(isa)) return -1;
+    static const peak_loop loops[] = {
+        [PEAK_ISA_SCALAR] = {PEAK_ISA_SCALAR, "scalar", 32, 1, ACC_SCALAR},
+        [PEAK_ISA_SSE2] = {PEAK_ISA_SSE2, "sse2", 128, 4, ACC_SSE2},
+        [PEAK_ISA_AVX2] = {PEAK_ISA_AVX2, "avx2+fma", 256, 8, ACC_AVX2},
+        [PEAK_ISA_AVX512] = {PEAK_ISA_AVX512, "avx512f", 512, 16, ACC_AVX512}};
+    *loop = loops[isa];
+    return 0;
+}
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Wall seconds of one run: `threads` threads each run the kernel `iters` times. The
+ * kernels' sums go to *sum (the caller checks it); the team size to *team. */
+static double timed_run(const peak_loop *loop, int threads, long iters, double *sum, int *team) {
+    const float m = peak_m, c = peak_c;
+    double s = 0;
+    int got = 1;
+    double t0 = seconds_now();
+#pragma omp parallel num_threads(threads) reduction(+ : s)
+    {
+        s += (double)run_kernel(loop->isa, iters, m, c);
+#pragma omp single
+        got = omp_get_num_threads();
+    }
+    double dt = seconds_now() - t0;
+    *sum += s;
+    *team = got;
+    return dt;
+}
+
+/* The loops' results, kept where the compiler must assume someone reads them. */
+volatile double peak_sink;
+
+double peak_gflops(const peak_loop *loop, int threads, int runs, double seconds,
+                   int *actual_threads) {
+    if (threads < 1) threads = 1;
+    if (runs < 1) runs = 1;
+    if (runs > 63) runs = 63;
+    /* size a run on one thread: double the count until a run takes ≥ 10 ms */
+    double sum = 0;
+    int team = 1;
+    long iters = 1L << 14;
+    double dt = timed_run(loop, 1, iters, &sum, &team);
+    while (dt < 0.01 && iters < (1L << 40)) {
+        iters *= 2;
+        dt = timed_run(loop, 1, iters, &sum, &team);
+    }
+    double scaled = (double)iters * seconds / (dt > 0 ? dt : 1e-9);
+    iters = scaled < 1024.0 ? 1024 : (long)scaled;
+    double t[64];
+    for (int r = -1; r < runs; r++) { /* one untimed run: thread start-up, clock ramp */
+        double x = timed_run(loop, threads, iters, &sum, &team);
+        if (r >= 0) t[r] = x;
+    }
+    /* every lane of every accumulator converges to 2c; a wrong sum means a broken loop */
+    peak_sink = sum;
+    if (!isfinite(sum) || sum <= 0) return 0.0;
+    qsort(t, (size_t)runs, sizeof t[0], cmp_dbl);
+    double med = (runs % 2) ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+    if (actual_threads) *actual_threads = team;
+    double flops = 2.0 * (double)team * (double)iters * (double)loop->accumulators *
+                   (double)loop->lanes;
+    return flops / med * 1e-9;
+}

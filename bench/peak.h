@@ -1,0 +1,50 @@
+/*
+ * bench/peak.h — this machine's peak float32 FLOP rate, measured (mha-bench).
+ *
+ * A loop of independent fused multiply-adds on the widest vectors the CPU has
+ * (picked at run time with __builtin_cpu_supports: AVX-512F, else AVX2+FMA, else
+ * SSE2 with a multiply and an add in place of the FMA), timed with 1..t threads.
+ * Each lane of an FMA counts 2 flops (a mul+add pair in the SSE loop counts 2 too).
+ * The loop measures how many of them a core retires per second: it does not assume
+ * how many FMA units the core has or at which clock it runs them.
+ */
+#ifndef MHA_BENCH_PEAK_H
+#define MHA_BENCH_PEAK_H
+
+/* The instruction sets the loop can run, widest last. */
+typedef enum peak_isa {
+    PEAK_ISA_AUTO = 0, /* the widest the CPU supports (peak_measure resolves it) */
+    PEAK_ISA_SCALAR,   /* not x86: plain float multiply-adds, 1 lane          */
+    PEAK_ISA_SSE2,     /* 128-bit, 4 lanes, _mm_mul_ps + _mm_add_ps           */
+    PEAK_ISA_AVX2,     /* 256-bit, 8 lanes, _mm256_fmadd_ps (needs FMA too)   */
+    PEAK_ISA_AVX512    /* 512-bit, 16 lanes, _mm512_fmadd_ps                   */
+} peak_isa;
+
+/* What one loop is: its instruction set and shape. */
+typedef struct peak_loop {
+    peak_isa isa;
+    const char *name;  /* "avx512f", "avx2+fma", "sse2", "scalar"               */
+    int vector_bits;   /* 512, 256, 128, 32                                     */
+    int lanes;         /* floats per vector                                     */
+    int accumulators;  /* independent FMA chains per thread (hide the latency) */
+} peak_loop;
+
+/* The widest instruction set this CPU supports. */
+peak_isa peak_widest_isa(void);
+
+/* Parses "auto", "avx512", "avx2", "sse2", "scalar" into *isa; returns 0, or -1 on an
+ * unknown name. */
+int peak_parse_isa(const char *name, peak_isa *isa);
+
+/* Fills *loop for `isa` (PEAK_ISA_AUTO = the widest); returns 0, or -1 when this CPU
+ * cannot run it (e.g. avx512 on an AVX2-only CPU). */
+int peak_describe(peak_isa isa, peak_loop *loop);
+
+/* GFLOP/s of `loop` run by `threads` OpenMP threads at once (each thread the same
+ * number of FMAs, sized so that one run takes about `seconds`), the median of `runs`
+ * timed runs after one untimed one: threads · FMAs · lanes · 2 / wall time of the
+ * parallel region. *actual_threads gets the team size OpenMP gave (may be NULL). */
+double peak_gflops(const peak_loop *loop, int threads, int runs, double seconds,
+                   int *actual_threads);
+
+#endif
