@@ -8,7 +8,8 @@
  *     rounding noise into steps of up to lr, so it is only checked to stay that small;
  *   - overlapped and after-backward gradient sums give the same checkpoint;
  *   - a run saved with 2 ranks resumes with 1 process, and one saved by 1 process resumes
- *     with 2 ranks, each continuing the same trajectory;
+ *     with 2 ranks, each continuing the same trajectory; with dropout (per-rank masks) a
+ *     2-rank run resumed with 2 ranks equals the run never stopped, byte for byte;
  *   - SIGTERM to one rank stops every rank at the same step with a checkpoint that
  *     resumes; a rank killed with SIGKILL ends the job with a non-zero exit within 30 s,
  *     and the last checkpoint is intact;
@@ -204,6 +205,28 @@ static void test_mpi_resume_across_rank_counts(void **state)
     assert_same_trajectory("ref/train_log.csv", "b/train_log.csv", 1e-5);
     assert_close_checkpoints("ref/checkpoint.safetensors", "b/checkpoint.safetensors", 1e-5,
                              0.3);
+}
+
+/* With dropout, each rank draws its own masks (dropout call step·ranks + rank): a 2-rank
+ * run stopped and resumed with 2 ranks equals the run never stopped, byte for byte, and
+ * differs from the one-process run (whose masks are those of call step). */
+static void test_mpi_dropout_resumes_bitwise(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gptn(2, "d", RUN " --steps 60 --dropout 0.1 --out d"), 0);
+    assert_int_equal(gptn(2, "e1", RUN " --steps 60 --dropout 0.1 --stop-after 30 --out e"), 0);
+    assert_int_equal(gptn(2, "e2", "train --resume e/checkpoint.safetensors"), 0);
+    assert_same_file("d/train_log.csv", "e/train_log.csv");
+    assert_same_checkpoint("d/checkpoint.safetensors", "e/checkpoint.safetensors");
+    assert_same_checkpoint("d/best.safetensors", "e/best.safetensors");
+    assert_int_equal(gpt1("o", RUN " --steps 60 --dropout 0.1 --out o"), 0);
+    char *a = slurp("d/train_log.csv", NULL), *b = slurp("o/train_log.csv", NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(strcmp(a, b) != 0);
+    free(a);
+    free(b);
 }
 
 /* ---- signals and failures ------------------------------------------------------------- */
@@ -422,6 +445,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mpi_matches_one_process, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_mpi_resume_across_rank_counts, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_mpi_dropout_resumes_bitwise, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_mpi_sigterm_to_one_rank, tmpdir_setup,
                                         tmpdir_teardown),

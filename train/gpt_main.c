@@ -38,8 +38,14 @@ static void print_train_help(const gpt_run_config *d)
            "causal multi-head attention and a GELU MLP, read-out tied to the token embedding)\n"
            "with AdamW on random windows of a text; evaluate both splits on fixed windows;\n"
            "write train_log.csv, summary.json, loss.svg, attention heat maps, sample.txt,\n"
-           "checkpoint.safetensors and best.safetensors (best validation loss) into --out.\n\n"
-           "Options (--name VALUE or --name=VALUE):\n", cli_program());
+           "checkpoint.safetensors and best.safetensors (best validation loss) into --out.\n"
+           "%s"
+           "Options (--name VALUE or --name=VALUE):\n", cli_program(),
+           dist_with_mpi()
+               ? "Under `mpirun -np N` the N processes train one model data-parallel: each\n"
+                 "takes its share of every batch's windows, gradients are summed across them,\n"
+                 "rank 0 writes the files; checkpoints resume with any number of processes.\n\n"
+               : "\n");
     cli_print_options(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, d);
     printf("  %-22s show this help and exit\n", "--help");
 }
