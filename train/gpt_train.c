@@ -423,9 +423,12 @@ static int params_finite(const gpt_run *r)
     return 1;
 }
 
-/* last_ckpt: the last checkpoint this run resumed from or wrote, NULL if none. */
+/* last_ckpt: the last checkpoint this run resumed from or wrote, NULL if none. Every rank
+ * stops at the same step: the losses and gradients tested are sums across ranks. */
 static int stop_nonfinite(const trainer *t, int tty, const char *what, const char *last_ckpt)
 {
+    if (!t->rank0)
+        return CLI_EXIT_NONFINITE; /* every rank sees the same sums; rank 0 says it */
     fprintf(stderr, "%s%s: stopped at step %llu: %s is non-finite (NaN or inf); try a smaller "
             "--lr or --clip. ", tty ? "\n" : "", cli_program(),
             (unsigned long long)t->r.step + 1, what);
