@@ -67,6 +67,12 @@ MHA_API int MHA_NAME(zero_grad)(MHA_NAME(module) *m);
  * back replays a mask exactly (gradient checks, checkpoints). */
 MHA_API int MHA_NAME(get_call_index)(const MHA_NAME(module) *m, uint64_t *n);
 MHA_API int MHA_NAME(set_call_index)(MHA_NAME(module) *m, uint64_t n);
+/* The batch of the next forwards is rows [first, first + B) of a larger batch: weight
+ * (b, h, i, j) draws the dropout position of row first + b (README, "Dropout stream"), so
+ * that processes each running a slice of one batch (data parallelism) draw together the
+ * masks one process running the whole batch draws. Default 0. MHA_EOVERFLOW if first
+ * > 2^40; a forward whose rows would pass position 2^40 returns MHA_EOVERFLOW. */
+MHA_API int MHA_NAME(set_dropout_batch_offset)(MHA_NAME(module) *m, uint64_t first);
 
 /* ---- Caches -------------------------------------------------------------------- */
 

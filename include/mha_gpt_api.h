@@ -47,6 +47,11 @@ MHA_API int MHA_NAME(block_backward)(MHA_NAME(block) *blk, const MHA_REAL *x,
 /* Dropout call counter (attention and residual dropout advance together). */
 MHA_API int MHA_NAME(block_get_call_index)(const MHA_NAME(block) *blk, uint64_t *n);
 MHA_API int MHA_NAME(block_set_call_index)(MHA_NAME(block) *blk, uint64_t n);
+/* The batch of the next forwards is sequences [first, first + B) of a larger batch: every
+ * dropout of the block (attention, both residual branches) draws the masks of those
+ * sequences (MHA_NAME(set_dropout_batch_offset)). Default 0. MHA_EOVERFLOW if first > 2^40;
+ * a training forward whose positions would pass 2^40 returns MHA_EOVERFLOW. */
+MHA_API int MHA_NAME(block_set_dropout_batch_offset)(MHA_NAME(block) *blk, uint64_t first);
 
 /* ==== Model ============================================================================ */
 
@@ -116,6 +121,11 @@ MHA_API int MHA_NAME(gpt_attention)(const MHA_NAME(gpt) *g, size_t l, const MHA_
  * together, once per training forward). Setting it replays masks. */
 MHA_API int MHA_NAME(gpt_get_call_index)(const MHA_NAME(gpt) *g, uint64_t *n);
 MHA_API int MHA_NAME(gpt_set_call_index)(MHA_NAME(gpt) *g, uint64_t n);
+/* The batch of the next forwards is sequences [first, first + B) of a larger batch: every
+ * dropout of the model draws those sequences' masks, so that N data-parallel processes
+ * training slices of one batch (with the same call index) draw exactly the masks of one
+ * process training the whole batch. Default 0. Errors as block_set_dropout_batch_offset. */
+MHA_API int MHA_NAME(gpt_set_dropout_batch_offset)(MHA_NAME(gpt) *g, uint64_t first);
 
 /* ==== Generation with key/value caches =================================================== */
 

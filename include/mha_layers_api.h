@@ -102,6 +102,12 @@ MHA_API int MHA_NAME(xent_backward)(size_t N, size_t V, const MHA_REAL *logits,
 MHA_API int MHA_NAME(dropout_forward)(size_t n, double p, uint64_t seed, uint64_t stream,
                                       uint64_t call, const MHA_REAL *x, MHA_REAL *y,
                                       uint64_t *keep);
+/* The same with element i at position call·2^40 + offset + i: x is elements [offset,
+ * offset + n) of a larger tensor (a slice of a batch). keep's bits count from the slice's
+ * element 0. MHA_EOVERFLOW also when offset + n > 2^40. */
+MHA_API int MHA_NAME(dropout_forward_at)(size_t n, double p, uint64_t seed, uint64_t stream,
+                                         uint64_t call, uint64_t offset, const MHA_REAL *x,
+                                         MHA_REAL *y, uint64_t *keep);
 /*   dx += dy ⊙ keep / (1 − p)     (dx may be dy: then dx = dy ⊙ keep/(1 − p), in place)
  * p must be the forward's; p = 1 adds nothing (in place: dx = 0). Errors as forward. */
 MHA_API int MHA_NAME(dropout_backward)(size_t n, double p, const uint64_t *keep,

@@ -675,6 +675,77 @@ static void gpt_grad_hook_reports_final_ranges(void **state)
     mhad_gpt_destroy(g);
 }
 
+/* Data-parallel slices with every dropout on: a batch of 4 run as two slices of 2 with
+ * batch offsets 0 and 2 (same call index) gives the full batch's logits rows, the mean
+ * of the slices' losses is its loss, and the slices' gradients add up to twice its
+ * gradient (each slice's loss is a mean over half the rows); float64, 1e-12. */
+static void gpt_dropout_batch_offset_slices(void **state)
+{
+    (void)state;
+    mha_gpt_config cfg = small_config(0.2, 0.2, 57);
+    mhad_gpt *g;
+    assert_int_equal(mhad_gpt_create(&g, &cfg, 4), MHA_OK);
+    randomize_gpt(g, 57);
+    const size_t B = 4, T = 6, half = 2, V = 7;
+    int32_t tok[24], tgt[24];
+    fill_tokens(tok, 24, 7, 5);
+    fill_tokens(tgt, 24, 7, 6);
+    size_t total = 0, shape[3];
+    assert_int_equal(mhad_gpt_param_count(g, &total), MHA_OK);
+    const size_t n = mhad_gpt_num_tensors(g);
+    double *full = malloc(total * sizeof(double)), *logits = malloc(B * T * V * sizeof(double));
+    double loss_full, loss_half[2];
+    assert_int_equal(mhad_gpt_set_call_index(g, 7), MHA_OK);
+    assert_int_equal(mhad_gpt_zero_grad(g), MHA_OK);
+    assert_int_equal(mhad_gpt_forward(g, 1, B, T, tok, tgt, &loss_full), MHA_OK);
+    memcpy(logits, mhad_gpt_logits(g, shape), B * T * V * sizeof(double));
+    assert_int_equal(mhad_gpt_backward(g), MHA_OK);
+    for (size_t i = 0, off = 0; i < n; i++) {
+        mha_param_info in;
+        double *gr;
+        assert_int_equal(mhad_gpt_tensor(g, i, &in, NULL, &gr), MHA_OK);
+        memcpy(full + off, gr, in.numel * sizeof(double));
+        off += in.numel;
+    }
+    assert_int_equal(mhad_gpt_zero_grad(g), MHA_OK);
+    for (size_t k = 0; k < 2; k++) {
+        assert_int_equal(mhad_gpt_set_call_index(g, 7), MHA_OK);
+        assert_int_equal(mhad_gpt_set_dropout_batch_offset(g, k * half), MHA_OK);
+        assert_int_equal(mhad_gpt_forward(g, 1, half, T, tok + k * half * T, tgt + k * half * T,
+                                          &loss_half[k]), MHA_OK);
+        const double *lg = mhad_gpt_logits(g, shape);
+        for (size_t e = 0; e < half * T * V; e++)
+            assert_close(lg[e], logits[k * half * T * V + e], 1e-12, 1e-12);
+        assert_int_equal(mhad_gpt_backward(g), MHA_OK);
+    }
+    assert_close((loss_half[0] + loss_half[1]) / 2, loss_full, 1e-13, 1e-13);
+    for (size_t i = 0, off = 0; i < n; i++) {
+        mha_param_info in;
+        double *gr;
+        assert_int_equal(mhad_gpt_tensor(g, i, &in, NULL, &gr), MHA_OK);
+        for (size_t e = 0; e < in.numel; e++)
+            assert_close(gr[e] / 2, full[off + e], 1e-12, 1e-10);
+        off += in.numel;
+    }
+    /* the second slice at offset 0 draws other masks: another loss */
+    double other;
+    assert_int_equal(mhad_gpt_set_call_index(g, 7), MHA_OK);
+    assert_int_equal(mhad_gpt_set_dropout_batch_offset(g, 0), MHA_OK);
+    assert_int_equal(mhad_gpt_forward(g, 1, half, T, tok + half * T, tgt + half * T, &other),
+                     MHA_OK);
+    assert_true(fabs(other - loss_half[1]) > 1e-6);
+    /* limits: beyond 2^40 refused; a training forward past it refused, eval allowed */
+    assert_int_equal(mhad_gpt_set_dropout_batch_offset(NULL, 0), MHA_EINVAL);
+    assert_int_equal(mhad_gpt_set_dropout_batch_offset(g, ((uint64_t)1 << 40) + 1),
+                     MHA_EOVERFLOW);
+    assert_int_equal(mhad_gpt_set_dropout_batch_offset(g, (uint64_t)1 << 39), MHA_OK);
+    assert_int_equal(mhad_gpt_forward(g, 1, half, T, tok, tgt, NULL), MHA_EOVERFLOW);
+    assert_int_equal(mhad_gpt_forward(g, 0, half, T, tok, tgt, NULL), MHA_OK);
+    free(full);
+    free(logits);
+    mhad_gpt_destroy(g);
+}
+
 /* Bad arguments and calls out of order return their status and change nothing. */
 static void gpt_refusals(void **state)
 {
@@ -831,6 +902,7 @@ int main(void)
         cmocka_unit_test(gpt_tensors_and_init),
         cmocka_unit_test(gpt_backward_accumulates),
         cmocka_unit_test(gpt_grad_hook_reports_final_ranges),
+        cmocka_unit_test(gpt_dropout_batch_offset_slices),
         cmocka_unit_test(gpt_refusals),
         cmocka_unit_test(gpt_thread_count_independent),
         cmocka_unit_test(gpt_learns_a_pattern),

@@ -993,6 +993,46 @@ static void test_layers_dropout_position(void **state)
     free(x); free(y); free(keep);
 }
 
+/* dropout_forward_at(offset) is the slice [offset, offset + n) of a longer call's masks
+ * and outputs (offsets off word and chunk boundaries; float too), offset 0 is
+ * dropout_forward, and offset + n past 2^40 is refused without writing. */
+static void test_layers_dropout_at_offset(void **state)
+{
+    (void)state;
+    const size_t N = 9000;
+    const uint64_t seed = 99, stream = 5, call = 12;
+    const double p = 0.3;
+    double *x = dbuf(N, -1, 1, 161), *y = dconst(N, 0), *ys = dconst(N, 0);
+    uint64_t *keep = calloc(MHA_DROPOUT_WORDS(N), 8), *ks = calloc(MHA_DROPOUT_WORDS(N), 8);
+    assert_int_equal(mhad_dropout_forward(N, p, seed, stream, call, x, y, keep), MHA_OK);
+    const size_t offs[] = {0, 1, 63, 64, 100, 4095, 4097, 8000};
+    for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++) {
+        const size_t o = offs[k], n = N - o;
+        assert_int_equal(mhad_dropout_forward_at(n, p, seed, stream, call, o, x + o, ys, ks),
+                         MHA_OK);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(bit(ks, i), bit(keep, o + i));
+            assert_true(ys[i] == y[o + i]);
+        }
+    }
+    float *xf = malloc(N * sizeof *xf), *yf = malloc(N * sizeof *yf);
+    for (size_t i = 0; i < N; i++)
+        xf[i] = (float)x[i];
+    assert_int_equal(mha_dropout_forward_at(N - 100, p, seed, stream, call, 100, xf + 100, yf, ks),
+                     MHA_OK);
+    for (size_t i = 0; i < N - 100; i++)
+        assert_int_equal(bit(ks, i), bit(keep, 100 + i));
+    /* positions of one call stay below 2^40 */
+    const uint64_t lim = (uint64_t)1 << 40;
+    memcpy(ys, y, N * sizeof *y);
+    assert_int_equal(mhad_dropout_forward_at(10, p, seed, stream, call, lim - 9, x, ys, ks),
+                     MHA_EOVERFLOW);
+    assert_memory_equal(ys, y, N * sizeof *y);
+    assert_int_equal(mhad_dropout_forward_at(10, p, seed, stream, call, lim - 10, x, ys, ks),
+                     MHA_OK);
+    free(x); free(y); free(ys); free(keep); free(ks); free(xf); free(yf);
+}
+
 /* ---- thread-count independence ---------------------------------------------------- */
 
 /* LayerNorm (forward, dx, dw, db), embedding backward (dE with repeats, dP), linear db,
@@ -1057,6 +1097,7 @@ int main(void)
         cmocka_unit_test(test_layers_dropout_fraction),
         cmocka_unit_test(test_layers_dropout_threads_replay),
         cmocka_unit_test(test_layers_dropout_position),
+        cmocka_unit_test(test_layers_dropout_at_offset),
         cmocka_unit_test(test_layers_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

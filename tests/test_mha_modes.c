@@ -190,6 +190,78 @@ static void modes_api(void **state)
     mhad_destroy(m);
 }
 
+/* Data-parallel slices: a batch of 4 run as two slices of 2 with dropout batch offsets 0
+ * and 2 (the same call index) draws the full batch's masks: outputs and input gradients
+ * equal the full batch's rows, and the two slices' parameter gradients add up to the full
+ * batch's, in both modes (float64, 1e-12). Without the offset the second slice's output
+ * differs (it would reuse the first rows' masks). Offsets past 2^40 are refused. */
+static void modes_dropout_batch_offset(void **state)
+{
+    (void)state;
+    const size_t B = 4, S = 9, D = 8, H = 2, half = 2, n = B * S * D;
+    const mha_config cfg = {.model_dim = D, .num_heads = H, .dropout_p = 0.3, .seed = 11,
+                            .threads = 2};
+    const mha_mask causal = {.causal = 1, .mask_batch = 1, .mask_heads = 1};
+    double *x = malloc(n * sizeof *x), *dout = malloc(n * sizeof *dout);
+    double *y = malloc(n * sizeof *y), *dx = malloc(n * sizeof *dx);
+    double *ys = malloc(n * sizeof *ys), *dxs = malloc(n * sizeof *dxs);
+    fill_uniform(x, n, -1, 1, 3);
+    fill_uniform(dout, n, -1, 1, 4);
+    for (int mode = 0; mode < 2; mode++) {
+        mhad_module *m;
+        mhad_cache *c;
+        assert_int_equal(mhad_create(&m, &cfg), MHA_OK);
+        assert_int_equal(mhad_cache_create_mode(&c, m, B, S, S, (mha_attn_mode)mode), MHA_OK);
+        size_t np;
+        double *g = mhad_grads(m, &np);
+        double *g_full = malloc(np * sizeof *g_full);
+        /* the whole batch, call 5 */
+        assert_int_equal(mhad_set_call_index(m, 5), MHA_OK);
+        assert_int_equal(mhad_zero_grad(m), MHA_OK);
+        memset(dx, 0, n * sizeof *dx);
+        assert_int_equal(mhad_forward(m, c, 1, B, S, x, S, NULL, &causal, y), MHA_OK);
+        assert_int_equal(mhad_backward(m, c, x, NULL, dout, dx, NULL), MHA_OK);
+        memcpy(g_full, g, np * sizeof *g);
+        /* two slices of 2, both call 5, offsets 0 and 2; gradients accumulate */
+        assert_int_equal(mhad_zero_grad(m), MHA_OK);
+        memset(dxs, 0, n * sizeof *dxs);
+        for (size_t k = 0; k < B / half; k++) {
+            const size_t o = k * half * S * D;
+            assert_int_equal(mhad_set_call_index(m, 5), MHA_OK);
+            assert_int_equal(mhad_set_dropout_batch_offset(m, k * half), MHA_OK);
+            assert_int_equal(mhad_forward(m, c, 1, half, S, x + o, S, NULL, &causal, ys + o),
+                             MHA_OK);
+            assert_int_equal(mhad_backward(m, c, x + o, NULL, dout + o, dxs + o, NULL), MHA_OK);
+        }
+        assert_true(rel_inf(ys, y, n) <= 1e-12);
+        assert_true(rel_inf(dxs, dx, n) <= 1e-12);
+        assert_true(rel_inf(g, g_full, np) <= 1e-12);
+        /* the second slice without its offset draws other masks */
+        assert_int_equal(mhad_set_call_index(m, 5), MHA_OK);
+        assert_int_equal(mhad_set_dropout_batch_offset(m, 0), MHA_OK);
+        assert_int_equal(mhad_forward(m, c, 1, half, S, x + half * S * D, S, NULL, &causal, ys),
+                         MHA_OK);
+        assert_true(rel_inf(ys, y + half * S * D, half * S * D) > 1e-3);
+        /* limits */
+        assert_int_equal(mhad_set_dropout_batch_offset(NULL, 0), MHA_EINVAL);
+        assert_int_equal(mhad_set_dropout_batch_offset(m, ((uint64_t)1 << 40) + 1), MHA_EOVERFLOW);
+        assert_int_equal(mhad_set_dropout_batch_offset(m, (uint64_t)1 << 40), MHA_OK);
+        memcpy(ys, y, n * sizeof *y);
+        assert_int_equal(mhad_forward(m, c, 1, half, S, x, S, NULL, &causal, ys), MHA_EOVERFLOW);
+        assert_memory_equal(ys, y, n * sizeof *y); /* nothing written */
+        assert_int_equal(mhad_forward(m, c, 0, half, S, x, S, NULL, &causal, ys), MHA_OK);
+        free(g_full);
+        mhad_cache_destroy(c);
+        mhad_destroy(m);
+    }
+    free(x);
+    free(dout);
+    free(y);
+    free(dx);
+    free(ys);
+    free(dxs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +269,7 @@ int main(void)
         cmocka_unit_test(modes_equal_f32),
         cmocka_unit_test(modes_memory_linear),
         cmocka_unit_test(modes_api),
+        cmocka_unit_test(modes_dropout_batch_offset),
     };
     return cmocka_run_group_tests_name("mha_modes", tests, NULL, NULL);
 }

@@ -514,6 +514,9 @@ int gpt_train_main(int argc, char **argv, int first)
     }
     if (dist_size() > 1)
         share_rank0_state(t);
+    /* this rank's windows are windows b_first.. of the step's batch: their dropout masks
+     * are the ones one process training the whole batch draws */
+    cli_check(mha_gpt_set_dropout_batch_offset(t->r.g, t->b_first), "model");
     t->dg = dist_grads_create(t->r.g, (dist_sync)c->grad_sync);
     if (!t->dg)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
@@ -579,7 +582,7 @@ int gpt_train_main(int argc, char **argv, int first)
     unsigned long n_eval = 0;
     const char *last_ckpt = c->resume[0] ? c->resume : NULL;
     char err[256];
-    const size_t nr = (size_t)dist_size(), rank = (size_t)dist_rank();
+    const size_t nr = (size_t)dist_size();
     const double share = (double)t->b_count / (double)B; /* exactly 1 with one rank */
     int stopped = 0; /* a rank was sent SIGINT or SIGTERM */
     while (t->r.step < end) {
@@ -588,15 +591,11 @@ int gpt_train_main(int argc, char **argv, int first)
         cli_check(text_batch(t->ids[0], t->len[0], B, T, &t->rng, t->tok, t->tgt, err,
                              sizeof err), "training batch");
         cli_check(mha_gpt_zero_grad(t->r.g), "zero_grad");
-        if (nr > 1 && c->dropout > 0) /* rank r's masks: dropout call step·ranks + r */
-            cli_check(mha_gpt_set_call_index(t->r.g, t->r.step * nr + rank), "model");
         cli_check(mha_gpt_forward(t->r.g, 1, t->b_count, T, t->tok + t->b_first * T,
                                   t->tgt + t->b_first * T, &loss), "forward");
         if (nr > 1) {
             loss *= share; /* the global batch's mean: Σ_r share_r · mean_r */
             dist_sum(&loss, 1);
-            if (c->dropout > 0) /* the counter counts steps, as with one rank */
-                cli_check(mha_gpt_set_call_index(t->r.g, t->r.step + 1), "model");
         }
         if (!isfinite(loss))
             return stop_nonfinite(t, prog.tty, "the training loss", last_ckpt);
