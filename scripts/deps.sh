@@ -2,7 +2,7 @@
 # Install what building and testing mha needs on Debian 12, if it is missing.
 # Runs apt-get as root, or through sudo when not root. Nothing else is downloaded.
 set -euo pipefail
-pkgs=(gcc make cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcmocka-dev libcjson-dev)
+pkgs=(gcc make cmake pkg-config libopenblas-dev libopenblas-openmp-dev libxsmm-dev libcmocka-dev libcjson-dev)
 # --with-valgrind: valgrind (CI); --with-mpi: Open MPI (mpirun and the headers), for
 # mha-gpt-mpi and its test (the test command and CI)
 for a in "$@"; do

@@ -7,5 +7,4 @@
 #define PRIV(name) mha__s##name         /* internal names */
 #define REAL_EXP expf
 #define REAL_EXP_ZERO (-110.0) /* expf(x) == 0 for x < −103.98 */
-#define CBLAS_GEMM cblas_sgemm
 #include "mha_core.inc"

@@ -7,5 +7,4 @@
 #define PRIV(name) mha__d##name
 #define REAL_EXP exp
 #define REAL_EXP_ZERO (-750.0) /* exp(x) == 0 for x < −745.14 */
-#define CBLAS_GEMM cblas_dgemm
 #include "mha_core.inc"

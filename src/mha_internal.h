@@ -30,30 +30,9 @@ static inline uint32_t mha__pcg32_step(mha_pcg32 *rng)
 }
 
 
-/* ---- GEMM, row-major: C = alpha·op(A)·op(B) + beta·C --------------------------
- *   op(A) is [M, K], op(B) is [K, N], C is [M, N]; lda/ldb/ldc are row strides.
- *   trans = 0: op(X) = X;  trans = 1: op(X) = Xᵀ (X stored [K, M] or [N, K]).
- * Three versions per precision (s = float, d = double):
- *   gemm_blas   CBLAS (OpenBLAS); dimensions must fit blasint (the caller checks);
- *               only ever called outside OpenMP regions.
- *   gemm_small  own register-blocked kernel, for the per-head products inside
- *               OpenMP regions (where a pthreads OpenBLAS must not be called)
- *               and for products too small for BLAS's call overhead. work is
- *               scratch of K·N elements when tb = 1 (op(B) = Bᵀ is transposed
- *               into it); unused (may be NULL) when tb = 0.
- *   gemm_ref    the naive triple loop tests compare the other two against. */
-#define MHA__DECLARE_GEMM(R, p)                                                              \
-    void mha__##p##gemm_blas(int ta, int tb, size_t M, size_t N, size_t K, R alpha,          \
-                             const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,    \
-                             size_t ldc);                                                     \
-    void mha__##p##gemm_small(int ta, int tb, size_t M, size_t N, size_t K, R alpha,         \
-                              const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,   \
-                              size_t ldc, R *work);                                           \
-    void mha__##p##gemm_ref(int ta, int tb, size_t M, size_t N, size_t K, R alpha,           \
-                            const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,     \
-                            size_t ldc);
-MHA__DECLARE_GEMM(float, s)
-MHA__DECLARE_GEMM(double, d)
-#undef MHA__DECLARE_GEMM
+/* ---- GEMM: the one interface every product goes through (src/gemm.h) --------
+ * mha__sgemm / mha__dgemm pick a backend per product (own kernel, OpenBLAS, libxsmm)
+ * and may be called inside OpenMP regions (threads = 0) as well as outside. */
+#include "gemm.h"
 
 #endif /* MHA_INTERNAL_H */

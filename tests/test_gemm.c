@@ -1,6 +1,9 @@
-/* The internal GEMM wrapper: BLAS and own-loop versions against the naive
- * reference, for every transposition, odd sizes, row strides wider than the
- * matrices, and alpha/beta. The template file also has both precisions. */
+/* The internal GEMM module (src/gemm.h): every backend (own kernel, BLAS, libxsmm, and
+ * the entry point's rule) against the naive reference, for every transposition, odd and
+ * one-sized dimensions, row strides wider than the matrices, and alpha/beta (beta = 0
+ * over NaN), in both precisions; exact accumulation; row splits and the backend choice
+ * independent of the thread count. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +132,240 @@ static void gemm_blas_float(void **state)
     check_float(sgemm_blas_w);
 }
 
+/* ---- every backend, forced through mha__?gemm_with -------------------------------- */
+
+/* Shapes for the backend sweep: ones, odd/prime sizes, vector remainders, and sizes
+ * past libxsmm's and the own kernel's blocking. */
+static const size_t bdims[][3] = {{1, 1, 1},   {1, 7, 1},    {7, 1, 5},    {1, 1, 33},
+                                  {3, 5, 7},   {17, 4, 33},  {2, 65, 9},   {9, 24, 8},
+                                  {33, 17, 1}, {64, 64, 8},  {20, 64, 64}, {37, 130, 67},
+                                  {128, 48, 96}};
+/* (alpha, beta): plain, scaled product over beta = 0 (C holds NaN), accumulate, both */
+static const double ab[][2] = {{1, 0}, {0.375, 0}, {1, 1}, {0.75, -0.5}, {-2, 1}};
+
+static const mha__gemm_backend backends[] = {MHA__GEMM_OWN, MHA__GEMM_BLAS, MHA__GEMM_XSMM,
+                                             MHA__GEMM_AUTO};
+
+/* One product in double on backend be against mha__dgemm_ref: |err| <= K·16·eps·Σ|terms|-ish
+ * (inputs in [-1, 1]: each element's magnitude is at most K·|alpha| + |beta|). Padding
+ * beyond each row of C must stay untouched. Returns 0 when the backend refused. */
+static int sweep_double(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, size_t K,
+                        double alpha, double beta, uint64_t seed)
+{
+    const size_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    const size_t lda = ac + 3, ldb = bc + 2, ldc = N + 5;
+    double *A = malloc(ar * lda * sizeof *A), *B = malloc(br * ldb * sizeof *B);
+    double *C = malloc(M * ldc * sizeof *C), *R = malloc(M * ldc * sizeof *R);
+    assert_true(A && B && C && R);
+    fill_uniform(A, ar * lda, -1, 1, seed);
+    fill_uniform(B, br * ldb, -1, 1, seed + 1);
+    fill_uniform(C, M * ldc, -1, 1, seed + 2);
+    if (beta == 0)
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = 0; j < N; j++)
+                C[i * ldc + j] = NAN;
+    memcpy(R, C, M * ldc * sizeof *C);
+    const int st = mha__dgemm_with(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (st == 0) {
+        mha__dgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
+        const double tol = 16 * DBL_EPSILON * ((double)K * fabs(alpha) + fabs(beta) + 1);
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = 0; j < ldc; j++) {
+                if (j < N)
+                    assert_close(C[i * ldc + j], R[i * ldc + j], tol, 0);
+                else /* padding untouched */
+                    assert_memory_equal(&C[i * ldc + j], &R[i * ldc + j], sizeof *C);
+            }
+    } else {
+        assert_memory_equal(C, R, M * ldc * sizeof *C); /* refused: C untouched */
+    }
+    free(A);
+    free(B);
+    free(C);
+    free(R);
+    return st == 0;
+}
+
+/* The same in float; tolerance K·4·eps(float) times the magnitude bound. */
+static int sweep_float(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, size_t K,
+                       float alpha, float beta, uint64_t seed)
+{
+    const size_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    const size_t lda = ac + 1, ldb = bc + 4, ldc = N + 3;
+    float *A = malloc(ar * lda * sizeof *A), *B = malloc(br * ldb * sizeof *B);
+    float *C = malloc(M * ldc * sizeof *C), *R = malloc(M * ldc * sizeof *R);
+    assert_true(A && B && C && R);
+    fill_uniform_f(A, ar * lda, -1, 1, seed);
+    fill_uniform_f(B, br * ldb, -1, 1, seed + 1);
+    fill_uniform_f(C, M * ldc, -1, 1, seed + 2);
+    if (beta == 0)
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = 0; j < N; j++)
+                C[i * ldc + j] = NAN;
+    memcpy(R, C, M * ldc * sizeof *C);
+    const int st = mha__sgemm_with(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (st == 0) {
+        mha__sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
+        const double tol =
+            4 * FLT_EPSILON * ((double)K * fabs((double)alpha) + fabs((double)beta) + 1);
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = 0; j < ldc; j++) {
+                if (j < N)
+                    assert_close(C[i * ldc + j], R[i * ldc + j], tol, 0);
+                else
+                    assert_memory_equal(&C[i * ldc + j], &R[i * ldc + j], sizeof *C);
+            }
+    } else {
+        assert_memory_equal(C, R, M * ldc * sizeof *C);
+    }
+    free(A);
+    free(B);
+    free(C);
+    free(R);
+    return st == 0;
+}
+
+/* Every backend equals the reference at every shape, transposition and alpha/beta, in
+ * double; libxsmm (when built in) and the others never refuse these products. */
+static void gemm_backends_double(void **state)
+{
+    (void)state;
+    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
+        const int expect = backends[b] != MHA__GEMM_XSMM || mha__gemm_have_xsmm();
+        for (size_t d = 0; d < sizeof bdims / sizeof bdims[0]; d++)
+            for (int t = 0; t < 4; t++)
+                for (size_t k = 0; k < sizeof ab / sizeof ab[0]; k++)
+                    assert_int_equal(sweep_double(backends[b], t >> 1, t & 1, bdims[d][0],
+                                                  bdims[d][1], bdims[d][2], ab[k][0], ab[k][1],
+                                                  100 + 10 * d + k),
+                                     expect);
+    }
+}
+
+/* The same in float. */
+static void gemm_backends_float(void **state)
+{
+    (void)state;
+    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
+        const int expect = backends[b] != MHA__GEMM_XSMM || mha__gemm_have_xsmm();
+        for (size_t d = 0; d < sizeof bdims / sizeof bdims[0]; d++)
+            for (int t = 0; t < 4; t++)
+                for (size_t k = 0; k < sizeof ab / sizeof ab[0]; k++)
+                    assert_int_equal(sweep_float(backends[b], t >> 1, t & 1, bdims[d][0],
+                                                 bdims[d][1], bdims[d][2], (float)ab[k][0],
+                                                 (float)ab[k][1], 300 + 10 * d + k),
+                                     expect);
+    }
+}
+
+/* beta = 1 adds exactly the product a beta = 0 call writes (backward passes accumulate:
+ * old + new, bit for bit), on every backend. */
+static void gemm_accumulate_exact(void **state)
+{
+    (void)state;
+    const size_t M = 37, N = 70, K = 45;
+    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++)
+        for (int t = 0; t < 4; t++) {
+            const int ta = t >> 1, tb = t & 1;
+            float *A = malloc(M * K * sizeof *A), *B = malloc(K * N * sizeof *B);
+            float *old = malloc(M * N * sizeof *old), *fresh = malloc(M * N * sizeof *fresh);
+            float *acc = malloc(M * N * sizeof *acc);
+            assert_true(A && B && old && fresh && acc);
+            fill_uniform_f(A, M * K, -1, 1, 7 + (uint64_t)t);
+            fill_uniform_f(B, K * N, -1, 1, 8 + (uint64_t)t);
+            fill_uniform_f(old, M * N, -1, 1, 9 + (uint64_t)t);
+            memcpy(acc, old, M * N * sizeof *acc);
+            const size_t lda = ta ? M : K, ldb = tb ? K : N;
+            if (mha__sgemm_with(backends[b], ta, tb, M, N, K, 1, A, lda, B, ldb, 0, fresh, N) !=
+                0) {
+                assert_true(backends[b] == MHA__GEMM_XSMM && !mha__gemm_have_xsmm());
+            } else {
+                assert_int_equal(mha__sgemm_with(backends[b], ta, tb, M, N, K, 1, A, lda, B, ldb,
+                                                 1, acc, N),
+                                 0);
+                for (size_t i = 0; i < M * N; i++)
+                    assert_true(acc[i] == old[i] + fresh[i]);
+            }
+            free(A);
+            free(B);
+            free(old);
+            free(fresh);
+            free(acc);
+        }
+}
+
+/* The entry point splits rows over threads: results equal one thread's bit for bit, for
+ * products above the split threshold, every transposition; inside a parallel region
+ * (threads = 0) the same product gives the same bits too. K = 0 gives beta·C. */
+static void gemm_entry_threads(void **state)
+{
+    (void)state;
+    const size_t dims2[][3] = {{300, 96, 64}, {1024, 64, 64}, {128, 128, 768}, {5, 700, 200}};
+    for (size_t d = 0; d < sizeof dims2 / sizeof dims2[0]; d++)
+        for (int t = 0; t < 4; t++) {
+            const int ta = t >> 1, tb = t & 1;
+            const size_t M = dims2[d][0], N = dims2[d][1], K = dims2[d][2];
+            const size_t lda = ta ? M : K, ldb = tb ? K : N;
+            double *A = malloc(M * K * sizeof *A), *B = malloc(K * N * sizeof *B);
+            double *C1 = malloc(M * N * sizeof *C1), *C2 = malloc(M * N * sizeof *C2);
+            double *C0 = malloc(M * N * sizeof *C0), *R = malloc(M * N * sizeof *R);
+            assert_true(A && B && C1 && C2 && C0 && R);
+            fill_uniform(A, M * K, -1, 1, 21 + d);
+            fill_uniform(B, K * N, -1, 1, 22 + d);
+            fill_uniform(C1, M * N, -1, 1, 23 + d);
+            memcpy(C2, C1, M * N * sizeof *C1);
+            memcpy(C0, C1, M * N * sizeof *C1);
+            memcpy(R, C1, M * N * sizeof *C1);
+            const mha__gemm_backend be1 = mha__dgemm_choice(1, ta, tb, M, N, K, 1, 1);
+            assert_int_equal(mha__dgemm_choice(2, ta, tb, M, N, K, 1, 1), be1);
+            assert_int_equal(mha__dgemm_choice(7, ta, tb, M, N, K, 1, 1), be1);
+            mha__dgemm(1, ta, tb, M, N, K, 1, A, lda, B, ldb, 1, C1, N, NULL);
+            mha__dgemm(3, ta, tb, M, N, K, 1, A, lda, B, ldb, 1, C2, N, NULL);
+            mha__dgemm_ref(ta, tb, M, N, K, 1, A, lda, B, ldb, 1, R, N);
+            if (be1 != MHA__GEMM_BLAS) /* BLAS may sum in another order when threaded */
+                assert_memory_equal(C1, C2, M * N * sizeof *C1);
+            for (size_t i = 0; i < M * N; i++)
+                assert_close(C2[i], R[i], 1e-12 * (double)K, 0);
+#pragma omp parallel num_threads(2)
+            {
+#pragma omp single
+                mha__dgemm(0, ta, tb, M, N, K, 1, A, lda, B, ldb, 1, C0, N, NULL);
+            }
+            for (size_t i = 0; i < M * N; i++)
+                assert_close(C0[i], R[i], 1e-12 * (double)K, 0);
+            free(A);
+            free(B);
+            free(C1);
+            free(C2);
+            free(C0);
+            free(R);
+        }
+    double c[6] = {1, 2, 3, 4, 5, 6}, a = 0, b = 0;
+    mha__dgemm(2, 0, 0, 2, 3, 0, 1, &a, 1, &b, 3, 0.5, c, 3, NULL); /* K = 0: C = beta·C */
+    assert_true(c[0] == 0.5 && c[5] == 3);
+}
+
+/* With the work argument given, the entry point uses it for Bᵀ and gives the same bits. */
+static void gemm_entry_work(void **state)
+{
+    (void)state;
+    const size_t M = 64, N = 48, K = 32;
+    float *A = malloc(M * K * sizeof *A), *B = malloc(N * K * sizeof *B);
+    float *w = malloc(K * N * sizeof *w);
+    float *C1 = malloc(M * N * sizeof *C1), *C2 = malloc(M * N * sizeof *C2);
+    assert_true(A && B && w && C1 && C2);
+    fill_uniform_f(A, M * K, -1, 1, 31);
+    fill_uniform_f(B, N * K, -1, 1, 32);
+    mha__sgemm(0, 0, 1, M, N, K, 0.5f, A, K, B, K, 0, C1, N, NULL);
+    mha__sgemm(0, 0, 1, M, N, K, 0.5f, A, K, B, K, 0, C2, N, w);
+    assert_memory_equal(C1, C2, M * N * sizeof *C1);
+    free(A);
+    free(B);
+    free(w);
+    free(C1);
+    free(C2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -136,6 +373,11 @@ int main(void)
         cmocka_unit_test(gemm_blas_double),
         cmocka_unit_test(gemm_small_float),
         cmocka_unit_test(gemm_blas_float),
+        cmocka_unit_test(gemm_backends_double),
+        cmocka_unit_test(gemm_backends_float),
+        cmocka_unit_test(gemm_accumulate_exact),
+        cmocka_unit_test(gemm_entry_threads),
+        cmocka_unit_test(gemm_entry_work),
     };
     return cmocka_run_group_tests_name("gemm", tests, NULL, NULL);
 }

@@ -4,5 +4,5 @@
 #define TM_REAL double
 #define TM_NAME(n) tmd_##n
 #define TM_MHA(n) mhad_##n
-#define TM_GEMM mha__dgemm_blas
+#define TM_GEMM(...) mha__dgemm(1, __VA_ARGS__, NULL)
 #include "model_impl.inc"

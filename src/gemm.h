@@ -1,0 +1,101 @@
+/* The library's one GEMM interface (private, never installed). Internal names carry the
+ * prefix mha__; s = float, d = double.
+ *
+ * Every product is row-major:
+ *     C = alpha·op(A)·op(B) + beta·C      op(A) [M, K], op(B) [K, N], C [M, N]
+ *   ta = 0: op(A) = A, stored [M, K];  ta = 1: op(A) = Aᵀ, A stored [K, M]
+ *   tb = 0: op(B) = B, stored [K, N];  tb = 1: op(B) = Bᵀ, B stored [N, K]
+ *   lda, ldb, ldc: row strides (>= the stored row length; elements beyond are not touched).
+ *   beta = 0: C is only written — its old contents (NaN included) are never read.
+ *   Every dimension and stride must be <= INT_MAX (BLAS and libxsmm take int; the callers
+ *   check when they validate their arguments). M, N or K may be 0.
+ *
+ * mha__sgemm / mha__dgemm — the entry point every product of the library goes through.
+ *   threads >= 1: called outside any OpenMP parallel region; the product may use up to
+ *                 `threads` threads (rows of C split over OpenMP threads, or BLAS's own).
+ *   threads == 0: called from inside an OpenMP parallel region of ours: runs in the calling
+ *                 thread; BLAS only when it is safe there (OpenMP OpenBLAS, or the pthreads
+ *                 build set to one thread — never the sequential build, which may lack locks).
+ *   work: optional scratch of K·N elements for op(B) = Bᵀ (used when tb = 1), or NULL: then
+ *   a per-thread buffer of the GEMM module is used (allocated once, grown when needed, freed
+ *   at thread exit); should that allocation fail, a backend that needs no scratch is used.
+ *   The backend depends only on (ta, tb, M, N, K, alpha, beta, threads == 0) — never on the
+ *   thread count — and a row split gives every element of C the same arithmetic as one call,
+ *   so results do not depend on the thread count (beyond BLAS's own summation order).
+ *
+ * Backends (mha__gemm_backend):
+ *   OWN   own register-blocked kernel (src/gemm_core.inc), always available.
+ *   BLAS  CBLAS (OpenBLAS).
+ *   XSMM  libxsmm 1.17 JIT kernel (built with MHA_WITH_LIBXSMM): column-major, so the
+ *         row-major product is computed as Cᵀ = op(B)ᵀ·op(A)ᵀ; libxsmm 1.17's JIT takes a
+ *         transposed second operand (our op(A) = Aᵀ) but no transposed first one (our
+ *         op(B) = Bᵀ), which is transposed into scratch first; alpha must be 1 and beta
+ *         0 or 1 in the kernel, so alpha ≠ 1 is applied after a beta = 0 product and
+ *         beta ∉ {0, 1} before an alpha = 1 product (alpha ≠ 1 with beta ≠ 0: refused).
+ *   REF   the naive triple loop the tests compare against.
+ * The rule AUTO applies (which backend for which shape) is a table measured by
+ * tools/gemm_calib.c; it is written out above gemm_choose in src/gemm_core.inc.
+ *
+ * mha__?gemm_with — the same product on a given backend, in the calling thread (tests,
+ * calibration). Returns 0, or -1 without touching C when that backend is not built in or
+ * refuses the product (libxsmm: dispatch failed, or alpha ≠ 1 with beta ≠ 0); AUTO never
+ * refuses.
+ * mha__?gemm_choice — the backend the entry point takes for a product (threads == 0 for
+ * a call inside a parallel region).
+ *
+ * The three older names stay for existing callers (train/model_impl.inc, tests):
+ *   mha__?gemm_blas   = the BLAS backend, one call.
+ *   mha__?gemm_small  = the OWN backend; work: [K·N] scratch when tb = 1 (NULL allowed when
+ *                       tb = 0).
+ *   mha__?gemm_ref    = the REF backend. */
+#ifndef MHA_GEMM_H
+#define MHA_GEMM_H
+
+#include <stddef.h>
+
+typedef enum mha__gemm_backend {
+    MHA__GEMM_AUTO = 0, /* the measured per-shape rule */
+    MHA__GEMM_OWN = 1,
+    MHA__GEMM_BLAS = 2,
+    MHA__GEMM_XSMM = 3,
+    MHA__GEMM_REF = 4
+} mha__gemm_backend;
+
+#define MHA__DECLARE_GEMM(R, p)                                                              \
+    void mha__##p##gemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, R alpha,  \
+                        const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,         \
+                        size_t ldc, R *work);                                                 \
+    int mha__##p##gemm_with(mha__gemm_backend be, int ta, int tb, size_t M, size_t N,         \
+                            size_t K, R alpha, const R *A, size_t lda, const R *B,            \
+                            size_t ldb, R beta, R *C, size_t ldc);                            \
+    mha__gemm_backend mha__##p##gemm_choice(int threads, int ta, int tb, size_t M, size_t N,  \
+                                            size_t K, R alpha, R beta);                       \
+    void mha__##p##gemm_blas(int ta, int tb, size_t M, size_t N, size_t K, R alpha,          \
+                             const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,    \
+                             size_t ldc);                                                     \
+    void mha__##p##gemm_small(int ta, int tb, size_t M, size_t N, size_t K, R alpha,         \
+                              const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,   \
+                              size_t ldc, R *work);                                           \
+    void mha__##p##gemm_ref(int ta, int tb, size_t M, size_t N, size_t K, R alpha,           \
+                            const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,     \
+                            size_t ldc);
+MHA__DECLARE_GEMM(float, s)
+MHA__DECLARE_GEMM(double, d)
+#undef MHA__DECLARE_GEMM
+
+/* ---- shared by both precisions (src/gemm.c) ---- */
+
+/* 1 when the library was built with libxsmm (MHA_WITH_LIBXSMM) and it initialised. */
+int mha__gemm_have_xsmm(void);
+
+/* After a libxsmm kernel: vzeroupper when libxsmm targets AVX or wider (src/gemm.c). */
+void mha__xsmm_after_kernel(void);
+
+/* The calling thread's scratch of at least `bytes` bytes (64-byte aligned), or NULL when
+ * it cannot be allocated. Valid until the next call in this thread. */
+void *mha__gemm_scratch(size_t bytes);
+
+/* openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP (asked once). */
+int mha__blas_kind(void);
+
+#endif /* MHA_GEMM_H */
