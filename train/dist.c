@@ -35,13 +35,11 @@ struct dist_grads {
     size_t n_tensors;
     float **grad;       /* [n_tensors] the model's gradient of each tensor       */
     size_t *numel;      /* [n_tensors]                                          */
-    size_t *offset;     /* [n_tensors + 1] each tensor's place in flat           */
-    float *flat;        /* [offset[n_tensors]] the gradients being summed        */
     float scale;        /* this rank's share of the global batch                 */
     double wait;        /* seconds in dist_grads_finish's waits                  */
     uint64_t steps;
 #ifdef MHA_WITH_MPI
-    MPI_Request *req;   /* [n_tensors] the all-reduce started at a range's first tensor */
+    MPI_Request *req;   /* [n_tensors] the all-reduces started (one per run of tensors) */
     size_t n_req;
 #endif
 };
@@ -60,11 +58,10 @@ dist_grads *dist_grads_create(mha_gpt *g, dist_sync mode)
     d->n_tensors = n;
     d->grad = calloc(n, sizeof *d->grad);
     d->numel = calloc(n, sizeof *d->numel);
-    d->offset = calloc(n + 1, sizeof *d->offset);
 #ifdef MHA_WITH_MPI
     d->req = calloc(n, sizeof *d->req);
 #endif
-    if (!d->grad || !d->numel || !d->offset
+    if (!d->grad || !d->numel
 #ifdef MHA_WITH_MPI
         || !d->req
 #endif
@@ -79,12 +76,6 @@ dist_grads *dist_grads_create(mha_gpt *g, dist_sync mode)
             return NULL;
         }
         d->numel[i] = in.numel;
-        d->offset[i + 1] = d->offset[i] + in.numel;
-    }
-    d->flat = malloc(d->offset[n] * sizeof(float));
-    if (!d->flat) {
-        dist_grads_destroy(d);
-        return NULL;
     }
     return d;
 }
@@ -97,8 +88,6 @@ void dist_grads_destroy(dist_grads *d)
         mha_gpt_set_grad_hook(d->g, NULL, NULL);
     free(d->grad);
     free(d->numel);
-    free(d->offset);
-    free(d->flat);
 #ifdef MHA_WITH_MPI
     free(d->req);
 #endif
@@ -210,39 +199,47 @@ void dist_bcast(void *buf, size_t bytes)
     }
 }
 
-/* flat[offset[i] ..] ← scale · grad of tensors [first, first + count) */
-static void pack(dist_grads *d, size_t first, size_t count)
+/* Sum n floats at x across ranks in place: started (non-blocking) when n fits an int
+ * count, else summed now in pieces. */
+static void sum_run(dist_grads *d, float *x, size_t n)
 {
-    for (size_t i = first; i < first + count; i++) {
-        const float *src = d->grad[i];
-        float *dst = d->flat + d->offset[i];
-        for (size_t k = 0; k < d->numel[i]; k++)
-            dst[k] = d->scale * src[k];
-    }
-}
-
-static void unpack(dist_grads *d)
-{
-    for (size_t i = 0; i < d->n_tensors; i++)
-        memcpy(d->grad[i], d->flat + d->offset[i], d->numel[i] * sizeof(float));
-}
-
-/* Start the sum of tensors [first, first + count) (called by the model during backward
- * and, without overlap, once for all of them after it). */
-static void start_range(dist_grads *d, size_t first, size_t count)
-{
-    pack(d, first, count);
-    const size_t n = d->offset[first + count] - d->offset[first];
-    if (n > (size_t)DIST_CHUNK) { /* a range too large for one int count: sum it now */
+    if (n > (size_t)DIST_CHUNK) {
         for (size_t i = 0; i < n; i += DIST_CHUNK) {
             const size_t m = n - i < DIST_CHUNK ? n - i : DIST_CHUNK;
-            MPI_Allreduce(MPI_IN_PLACE, d->flat + d->offset[first] + i, (int)m, MPI_FLOAT,
-                          MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, x + i, (int)m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         }
         return;
     }
-    MPI_Iallreduce(MPI_IN_PLACE, d->flat + d->offset[first], (int)n, MPI_FLOAT, MPI_SUM,
-                   MPI_COMM_WORLD, &d->req[d->n_req++]);
+    MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                   &d->req[d->n_req++]);
+}
+
+/* Start the sum of the gradients of tensors [first, first + count) (called by the model
+ * during backward, and without overlap once for all after it): each is scaled by this
+ * rank's share in place, and every run of tensors adjacent in memory (the model keeps a
+ * block's own tensors, and the attention module's, in one buffer each) is summed in place
+ * by one all-reduce — no copies. */
+static void start_range(dist_grads *d, size_t first, size_t count)
+{
+    float *run = NULL;
+    size_t run_n = 0;
+    for (size_t i = first; i < first + count; i++) {
+        float *g = d->grad[i];
+        const size_t n = d->numel[i];
+        if (d->scale != 1.0f)
+            for (size_t k = 0; k < n; k++)
+                g[k] *= d->scale;
+        if (run && run + run_n == g) {
+            run_n += n;
+            continue;
+        }
+        if (run)
+            sum_run(d, run, run_n);
+        run = g;
+        run_n = n;
+    }
+    if (run)
+        sum_run(d, run, run_n);
     /* Open MPI moves non-blocking collectives on only inside MPI calls: poll the ones
      * started so far while backward goes on */
     int done;
@@ -278,6 +275,5 @@ void dist_grads_finish(dist_grads *d)
         MPI_Waitall((int)d->n_req, d->req, MPI_STATUSES_IGNORE);
     }
     d->wait += report_now() - t0;
-    unpack(d);
 }
 #endif
