@@ -70,7 +70,7 @@ static void write_small_text(void)
 /* 2 blocks, width 32, context 32, global batch 6 (3 ranks: 2 windows each; 4 ranks would
  * split it 2,2,1,1); dropout 0, as the default. */
 #define RUN "train --data small.txt --layers 2 --heads 2 --dim 32 --context 32 --batch 6 " \
-            "--warmup 10 --lr 3e-3 --eval-every 50 --eval-batches 3 --threads 1 "          \
+            "--warmup 10 --lr 1e-3 --eval-every 50 --eval-batches 3 --threads 1 "          \
             "--sample-chars 0 --ckpt-every 0"
 
 /* The columns of a run's train_log.csv: rows[step-1][col], col as in its header
@@ -103,8 +103,11 @@ static size_t read_log(const char *path, double rows[LOG_MAX][LOG_COLS])
 
 /* Fails unless logs a and b have the same steps and every number agrees within rel
  * (relative; both empty where one is): the losses and the learning rate; the gradient
- * norm (column 3) within 10·rel — it sums squares of gradient elements many of which are
- * near zero, whose float32 rounding differs with the summation order. */
+ * norm (column 3) within 100·rel — it includes the key biases' gradients, which are pure
+ * rounding noise (see the file comment) and differ wholly between summation orders.
+ * Measured over seeds 1–8, with and without dropout, at this lr: losses ≤ 4e-7, gradient
+ * norms ≤ 1e-4. (At lr 3e-3 this tiny model has loss spikes that amplify any rounding
+ * difference: seed 6 drifted to 9e-5 by step 100 — chaos, not a rank-count effect.) */
 static void assert_same_trajectory(const char *a, const char *b, double rel_loss)
 {
     static double ra[LOG_MAX][LOG_COLS], rb[LOG_MAX][LOG_COLS];
@@ -118,7 +121,7 @@ static void assert_same_trajectory(const char *a, const char *b, double rel_loss
                              rb[i][c]);
                 continue;
             }
-            const double rel = c == 3 ? 10 * rel_loss : rel_loss;
+            const double rel = c == 3 ? 100 * rel_loss : rel_loss;
             if (fabs(ra[i][c] - rb[i][c]) > rel * fabs(rb[i][c]))
                 fail_msg("%s vs %s: step %g column %d: %.9g vs %.9g (relative %.2e > %.0e)", a,
                          b, ra[i][0], c, ra[i][c], rb[i][c],
@@ -178,11 +181,11 @@ static void test_mpi_matches_one_process(void **state)
     assert_int_equal(gptn(3, "three", RUN " --steps 100 --out three"), 0);
     assert_same_trajectory("one/train_log.csv", "two/train_log.csv", 1e-5);
     assert_same_trajectory("one/train_log.csv", "three/train_log.csv", 1e-5);
-    /* AdamW moves the free key bias by at most lr (3e-3) a step: 100 steps, 0.3 */
+    /* AdamW moves the free key bias by at most lr (1e-3) a step: 100 steps, 0.1 */
     assert_close_checkpoints("one/checkpoint.safetensors", "two/checkpoint.safetensors", 1e-5,
-                             0.3);
+                             0.1);
     assert_close_checkpoints("one/checkpoint.safetensors", "three/checkpoint.safetensors",
-                             1e-5, 0.3);
+                             1e-5, 0.1);
     assert_int_equal((int)summary_number("two/summary.json", "ranks"), 2);
     assert_int_equal(gptn(2, "after", RUN " --steps 100 --grad-sync after --out after"), 0);
     assert_same_checkpoint("two/checkpoint.safetensors", "after/checkpoint.safetensors");
@@ -199,13 +202,13 @@ static void test_mpi_resume_across_rank_counts(void **state)
     assert_int_equal(gpt1("a2", "train --resume a/checkpoint.safetensors"), 0);
     assert_same_trajectory("ref/train_log.csv", "a/train_log.csv", 1e-5);
     assert_close_checkpoints("ref/checkpoint.safetensors", "a/checkpoint.safetensors", 1e-5,
-                             0.3);
+                             0.1);
     assert_int_equal(gpt1("b1", RUN " --steps 100 --stop-after 50 --out b"), 0);
     assert_int_equal(gptn(2, "b2", "train --resume b/checkpoint.safetensors"), 0);
     assert_file_contains("b2.out", "2 ranks (MPI)");
     assert_same_trajectory("ref/train_log.csv", "b/train_log.csv", 1e-5);
     assert_close_checkpoints("ref/checkpoint.safetensors", "b/checkpoint.safetensors", 1e-5,
-                             0.3);
+                             0.1);
 }
 
 /* With dropout, rank r draws the masks of its windows' places in the step's batch
@@ -224,7 +227,7 @@ static void test_mpi_dropout(void **state)
     assert_same_checkpoint("d/best.safetensors", "e/best.safetensors");
     assert_int_equal(gpt1("o", RUN " --steps 60 --dropout 0.1 --out o"), 0);
     assert_same_trajectory("o/train_log.csv", "d/train_log.csv", 1e-5);
-    assert_close_checkpoints("o/checkpoint.safetensors", "d/checkpoint.safetensors", 1e-5, 0.2);
+    assert_close_checkpoints("o/checkpoint.safetensors", "d/checkpoint.safetensors", 1e-5, 0.1);
 }
 
 /* ---- signals and failures ------------------------------------------------------------- */
