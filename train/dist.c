@@ -171,6 +171,9 @@ void dist_sum(double *x, size_t n)
     for (size_t i = 0; i < n; i += DIST_CHUNK) {
         const size_t m = n - i < DIST_CHUNK ? n - i : DIST_CHUNK;
         MPI_Allreduce(MPI_IN_PLACE, x + i, (int)m, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        /* MPI does not promise every rank the same bits of a sum; the ranks decide on these
+         * values (the best checkpoint, a non-finite stop), so they take rank 0's */
+        MPI_Bcast(x + i, (int)m, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     }
 }
 

@@ -44,7 +44,9 @@ int dist_size(void);
 /* 1 when built with MPI (mha-gpt-mpi), 0 otherwise. */
 int dist_with_mpi(void);
 
-/* x[n] ← the sum of every rank's x[n] (float64; the same bits on every rank). */
+/* x[n] ← the sum of every rank's x[n] (float64), the same bits on every rank (rank 0's
+ * result is broadcast: MPI does not promise that every rank sums in the same order). For
+ * the few values the ranks must agree on: losses, evaluation sums. */
 void dist_sum(double *x, size_t n);
 /* 1 if any rank's flag is nonzero (all ranks call it; all get the same answer). */
 int dist_any(int flag);
