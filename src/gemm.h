@@ -47,7 +47,12 @@
  *   mha__?gemm_blas   = the BLAS backend, one call.
  *   mha__?gemm_small  = the OWN backend; work: [K·N] scratch when tb = 1 (NULL allowed when
  *                       tb = 0).
- *   mha__?gemm_ref    = the REF backend. */
+ *   mha__?gemm_ref    = the REF backend.
+ *
+ * mha__?transpose(rows, cols, in, ldi, out, ldo) — out [cols, rows] = inᵀ, in [rows, cols]:
+ *   out[c·ldo + r] = in[r·ldi + c]; row strides ldi >= cols, ldo >= rows; no overlap. The
+ *   copy the entry point makes of op(B) = Bᵀ for OWN and XSMM (a tile at a time through
+ *   vector registers); callers that keep a transposed operand use it too. */
 #ifndef MHA_GEMM_H
 #define MHA_GEMM_H
 
@@ -78,7 +83,9 @@ typedef enum mha__gemm_backend {
                               size_t ldc, R *work);                                           \
     void mha__##p##gemm_ref(int ta, int tb, size_t M, size_t N, size_t K, R alpha,           \
                             const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,     \
-                            size_t ldc);
+                            size_t ldc);                                                      \
+    void mha__##p##transpose(size_t rows, size_t cols, const R *in, size_t ldi, R *out,      \
+                             size_t ldo);
 MHA__DECLARE_GEMM(float, s)
 MHA__DECLARE_GEMM(double, d)
 #undef MHA__DECLARE_GEMM

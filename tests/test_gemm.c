@@ -366,6 +366,52 @@ static void gemm_entry_work(void **state)
     free(C2);
 }
 
+/* Shapes for the transpose: whole tiles (8×8 floats, 4×4 doubles), odd edges on either
+ * side or both, one row or column, and more than one tile each way. */
+static const size_t tdims[][2] = {{1, 1}, {1, 9}, {9, 1}, {3, 5}, {4, 4}, {8, 8}, {7, 13},
+                                  {13, 7}, {16, 24}, {17, 33}, {40, 3}, {64, 64}, {65, 70}};
+
+/* mha__dtranspose: out[c, r] = in[r, c] exactly, for every shape above with row strides
+ * wider than the matrices; the padding of out (columns r >= rows) is not written. */
+static void gemm_transpose_double(void **state)
+{
+    (void)state;
+    for (size_t d = 0; d < sizeof tdims / sizeof tdims[0]; d++) {
+        const size_t rows = tdims[d][0], cols = tdims[d][1], ldi = cols + 3, ldo = rows + 5;
+        double *in = malloc(rows * ldi * sizeof *in), *out = malloc(cols * ldo * sizeof *out);
+        assert_true(in && out);
+        fill_uniform(in, rows * ldi, -1, 1, 40 + d);
+        for (size_t e = 0; e < cols * ldo; e++)
+            out[e] = 7.0; /* sentinel */
+        mha__dtranspose(rows, cols, in, ldi, out, ldo);
+        for (size_t c = 0; c < cols; c++)
+            for (size_t r = 0; r < ldo; r++)
+                assert_true(out[c * ldo + r] == (r < rows ? in[r * ldi + c] : 7.0));
+        free(in);
+        free(out);
+    }
+}
+
+/* mha__stranspose: the same in float. */
+static void gemm_transpose_float(void **state)
+{
+    (void)state;
+    for (size_t d = 0; d < sizeof tdims / sizeof tdims[0]; d++) {
+        const size_t rows = tdims[d][0], cols = tdims[d][1], ldi = cols + 3, ldo = rows + 5;
+        float *in = malloc(rows * ldi * sizeof *in), *out = malloc(cols * ldo * sizeof *out);
+        assert_true(in && out);
+        fill_uniform_f(in, rows * ldi, -1, 1, 60 + d);
+        for (size_t e = 0; e < cols * ldo; e++)
+            out[e] = 7.0f; /* sentinel */
+        mha__stranspose(rows, cols, in, ldi, out, ldo);
+        for (size_t c = 0; c < cols; c++)
+            for (size_t r = 0; r < ldo; r++)
+                assert_true(out[c * ldo + r] == (r < rows ? in[r * ldi + c] : 7.0f));
+        free(in);
+        free(out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +424,8 @@ int main(void)
         cmocka_unit_test(gemm_accumulate_exact),
         cmocka_unit_test(gemm_entry_threads),
         cmocka_unit_test(gemm_entry_work),
+        cmocka_unit_test(gemm_transpose_double),
+        cmocka_unit_test(gemm_transpose_float),
     };
     return cmocka_run_group_tests_name("gemm", tests, NULL, NULL);
 }
