@@ -297,6 +297,17 @@ static void gemm_accumulate_exact(void **state)
 /* The entry point splits rows over threads: results equal one thread's bit for bit, for
  * products above the split threshold, every transposition; inside a parallel region
  * (threads = 0) the same product gives the same bits too. K = 0 gives beta·C. */
+/* Products with one row and a transposed B (generation's projections) never pay for
+ * transposing B: they go to BLAS outside parallel regions. */
+static void gemm_choice_few_rows(void **state)
+{
+    (void)state;
+    for (size_t M = 1; M < 16; M += 7) {
+        assert_int_equal(mha__sgemm_choice(1, 0, 1, M, 128, 128, 1, 0), MHA__GEMM_BLAS);
+        assert_int_equal(mha__dgemm_choice(1, 0, 1, M, 512, 128, 1, 1), MHA__GEMM_BLAS);
+    }
+}
+
 static void gemm_entry_threads(void **state)
 {
     (void)state;
@@ -423,6 +434,7 @@ int main(void)
         cmocka_unit_test(gemm_backends_float),
         cmocka_unit_test(gemm_accumulate_exact),
         cmocka_unit_test(gemm_entry_threads),
+        cmocka_unit_test(gemm_choice_few_rows),
         cmocka_unit_test(gemm_entry_work),
         cmocka_unit_test(gemm_transpose_double),
         cmocka_unit_test(gemm_transpose_float),
