@@ -101,9 +101,10 @@ MHA_API int MHA_NAME(gpt_backward)(MHA_NAME(gpt) *g);
  * each block's MHA_BLOCK_NUM_TENSORS from the last block to block 0, and wte, wpe last
  * (wte is the tied read-out too). Every tensor is reported exactly once per successful
  * backward, and backward neither reads nor writes a reported gradient again, so the
- * caller may start work on it (even change it in place) (a data-parallel trainer starts the all-reduce of a
- * block's gradients while the blocks below run). The callback must not call into g. A
- * backward that fails stops reporting. fn NULL removes the hook. MHA_EINVAL for g NULL. */
+ * caller may start work on it, even change it in place (a data-parallel trainer starts the
+ * all-reduce of a block's gradients while the blocks below run). The callback must not
+ * call into g. A backward that fails stops reporting. fn NULL removes the hook.
+ * MHA_EINVAL for g NULL. */
 MHA_API int MHA_NAME(gpt_set_grad_hook)(MHA_NAME(gpt) *g, mha_grad_ready_fn fn, void *user);
 
 /* Saved activations of the last forward (borrowed, valid until the next forward):

@@ -436,7 +436,9 @@ static void test_mpi_refuses_batch_below_ranks(void **state)
 {
     (void)state;
     write_small_text();
-    assert_int_equal(gptn(2, "b", "train --data small.txt --batch 1 --steps 10 --warmup 1 --out b"), 2);
+    assert_int_equal(gptn(2, "b", "train --data small.txt --batch 1 --steps 10 --warmup 1 "
+                                  "--out b"),
+                     2);
     assert_file_contains("b.err", "invalid value '1' for --batch: less than the 2 ranks");
 }
 
