@@ -66,17 +66,6 @@ static const mha_mask *build_mask(const fused_case *fc, mask_data *md)
     return fc->mask_tensor || fc->lengths || fc->causal ? &md->mask : NULL;
 }
 
-/* max|a − b| / max|b| over n values. */
-static double rel_inf(const double *a, const double *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs(a[i] - b[i]));
-        den = fmax(den, fabs(b[i]));
-    }
-    return den > 0 ? num / den : num;
-}
-
 #define REAL double
 #define MHA_X(n) mhad_##n
 #define RUN_NAME run_f64

@@ -22,17 +22,6 @@ static double *alloc_d(size_t n)
     return x;
 }
 
-/* max|a − b| / max|b| over n values. */
-static double rel_inf(const double *a, const double *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs(a[i] - b[i]));
-        den = fmax(den, fabs(b[i]));
-    }
-    return den > 0 ? num / den : num;
-}
-
 /* out [B, S, D] = mhad_forward(training 0, causal mask) over the whole sequence. */
 static void full_causal_d(mhad_module *m, size_t B, size_t S, const double *x, double *out)
 {

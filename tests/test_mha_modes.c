@@ -22,17 +22,6 @@ typedef struct mode_case {
     double dropout;
 } mode_case;
 
-/* max|a − b| / max|b| over n values (inputs in double). */
-static double rel_inf(const double *a, const double *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs(a[i] - b[i]));
-        den = fmax(den, fabs(b[i]));
-    }
-    return den > 0 ? num / den : num;
-}
-
 typedef struct mask_data {
     uint8_t *bytes;
     size_t *lengths;

@@ -49,6 +49,16 @@ double rel_l2_diff(const double *a, const double *b, size_t n)
     return sqrt(num / den);
 }
 
+double rel_inf(const double *a, const double *b, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        num = fmax(num, fabs(a[i] - b[i]));
+        den = fmax(den, fabs(b[i]));
+    }
+    return den > 0 ? num / den : num;
+}
+
 double max_abs_diff(const double *a, const double *b, size_t n)
 {
     double m = 0.0;

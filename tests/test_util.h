@@ -27,6 +27,8 @@ void fill_uniform_f(float *x, size_t n, float lo, float hi, uint64_t seed);
 /* ‖a − b‖₂ / ‖b‖₂ (0 when both are 0) and max |a_i − b_i|. */
 double rel_l2_diff(const double *a, const double *b, size_t n);
 double max_abs_diff(const double *a, const double *b, size_t n);
+/* max |a_i − b_i| / max |b_i| (the max difference when b is all 0). */
+double rel_inf(const double *a, const double *b, size_t n);
 
 /* 1 if every x_i == v (exactly), else 0. */
 int all_equal_to(const double *x, size_t n, double v);
