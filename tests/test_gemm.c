@@ -146,117 +146,50 @@ static const double ab[][2] = {{1, 0}, {0.375, 0}, {1, 1}, {0.75, -0.5}, {-2, 1}
 static const mha__gemm_backend backends[] = {MHA__GEMM_OWN, MHA__GEMM_BLAS, MHA__GEMM_XSMM,
                                              MHA__GEMM_AUTO};
 
-/* One product in double on backend be against mha__dgemm_ref: |err| <= K·16·eps·Σ|terms|-ish
- * (inputs in [-1, 1]: each element's magnitude is at most K·|alpha| + |beta|). Padding
- * beyond each row of C must stay untouched. Returns 0 when the backend refused. */
-static int sweep_double(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, size_t K,
-                        double alpha, double beta, uint64_t seed)
-{
-    const size_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    const size_t lda = ac + 3, ldb = bc + 2, ldc = N + 5;
-    double *A = malloc(ar * lda * sizeof *A), *B = malloc(br * ldb * sizeof *B);
-    double *C = malloc(M * ldc * sizeof *C), *R = malloc(M * ldc * sizeof *R);
-    assert_true(A && B && C && R);
-    fill_uniform(A, ar * lda, -1, 1, seed);
-    fill_uniform(B, br * ldb, -1, 1, seed + 1);
-    fill_uniform(C, M * ldc, -1, 1, seed + 2);
-    if (beta == 0)
-        for (size_t i = 0; i < M; i++)
-            for (size_t j = 0; j < N; j++)
-                C[i * ldc + j] = NAN;
-    memcpy(R, C, M * ldc * sizeof *C);
-    const int st = mha__dgemm_with(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (st == 0) {
-        mha__dgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
-        const double tol = 16 * DBL_EPSILON * ((double)K * fabs(alpha) + fabs(beta) + 1);
-        for (size_t i = 0; i < M; i++)
-            for (size_t j = 0; j < ldc; j++) {
-                if (j < N)
-                    assert_close(C[i * ldc + j], R[i * ldc + j], tol, 0);
-                else /* padding untouched */
-                    assert_memory_equal(&C[i * ldc + j], &R[i * ldc + j], sizeof *C);
-            }
-    } else {
-        assert_memory_equal(C, R, M * ldc * sizeof *C); /* refused: C untouched */
-    }
-    free(A);
-    free(B);
-    free(C);
-    free(R);
-    return st == 0;
-}
+/* The backend sweep (tests/test_gemm_sweep.inc) in double, then in float. */
+#define REAL double
+#define P(s) mha__dgemm##s
+#define FILL fill_uniform
+#define TOL_EPS (16 * DBL_EPSILON)
+#define PAD_A 3
+#define PAD_B 2
+#define PAD_C 5
+#define SEED0 100
+#define SWEEP sweep_double
+#define TEST_NAME gemm_backends_double
+#include "test_gemm_sweep.inc"
+#undef REAL
+#undef P
+#undef FILL
+#undef TOL_EPS
+#undef PAD_A
+#undef PAD_B
+#undef PAD_C
+#undef SEED0
+#undef SWEEP
+#undef TEST_NAME
 
-/* The same in float; tolerance K·4·eps(float) times the magnitude bound. */
-static int sweep_float(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, size_t K,
-                       float alpha, float beta, uint64_t seed)
-{
-    const size_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    const size_t lda = ac + 1, ldb = bc + 4, ldc = N + 3;
-    float *A = malloc(ar * lda * sizeof *A), *B = malloc(br * ldb * sizeof *B);
-    float *C = malloc(M * ldc * sizeof *C), *R = malloc(M * ldc * sizeof *R);
-    assert_true(A && B && C && R);
-    fill_uniform_f(A, ar * lda, -1, 1, seed);
-    fill_uniform_f(B, br * ldb, -1, 1, seed + 1);
-    fill_uniform_f(C, M * ldc, -1, 1, seed + 2);
-    if (beta == 0)
-        for (size_t i = 0; i < M; i++)
-            for (size_t j = 0; j < N; j++)
-                C[i * ldc + j] = NAN;
-    memcpy(R, C, M * ldc * sizeof *C);
-    const int st = mha__sgemm_with(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (st == 0) {
-        mha__sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
-        const double tol =
-            4 * FLT_EPSILON * ((double)K * fabs((double)alpha) + fabs((double)beta) + 1);
-        for (size_t i = 0; i < M; i++)
-            for (size_t j = 0; j < ldc; j++) {
-                if (j < N)
-                    assert_close(C[i * ldc + j], R[i * ldc + j], tol, 0);
-                else
-                    assert_memory_equal(&C[i * ldc + j], &R[i * ldc + j], sizeof *C);
-            }
-    } else {
-        assert_memory_equal(C, R, M * ldc * sizeof *C);
-    }
-    free(A);
-    free(B);
-    free(C);
-    free(R);
-    return st == 0;
-}
-
-/* Every backend equals the reference at every shape, transposition and alpha/beta, in
- * double; libxsmm (when built in) and the others never refuse these products. */
-static void gemm_backends_double(void **state)
-{
-    (void)state;
-    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
-        const int expect = backends[b] != MHA__GEMM_XSMM || mha__gemm_have_xsmm();
-        for (size_t d = 0; d < sizeof bdims / sizeof bdims[0]; d++)
-            for (int t = 0; t < 4; t++)
-                for (size_t k = 0; k < sizeof ab / sizeof ab[0]; k++)
-                    assert_int_equal(sweep_double(backends[b], t >> 1, t & 1, bdims[d][0],
-                                                  bdims[d][1], bdims[d][2], ab[k][0], ab[k][1],
-                                                  100 + 10 * d + k),
-                                     expect);
-    }
-}
-
-/* The same in float. */
-static void gemm_backends_float(void **state)
-{
-    (void)state;
-    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
-        const int expect = backends[b] != MHA__GEMM_XSMM || mha__gemm_have_xsmm();
-        for (size_t d = 0; d < sizeof bdims / sizeof bdims[0]; d++)
-            for (int t = 0; t < 4; t++)
-                for (size_t k = 0; k < sizeof ab / sizeof ab[0]; k++)
-                    assert_int_equal(sweep_float(backends[b], t >> 1, t & 1, bdims[d][0],
-                                                 bdims[d][1], bdims[d][2], (float)ab[k][0],
-                                                 (float)ab[k][1], 300 + 10 * d + k),
-                                     expect);
-    }
-}
+#define REAL float
+#define P(s) mha__sgemm##s
+#define FILL fill_uniform_f
+#define TOL_EPS (4 * FLT_EPSILON)
+#define PAD_A 1
+#define PAD_B 4
+#define PAD_C 3
+#define SEED0 300
+#define SWEEP sweep_float
+#define TEST_NAME gemm_backends_float
+#include "test_gemm_sweep.inc"
+#undef REAL
+#undef P
+#undef FILL
+#undef TOL_EPS
+#undef PAD_A
+#undef PAD_B
+#undef PAD_C
+#undef SEED0
+#undef SWEEP
+#undef TEST_NAME
 
 /* beta = 1 adds exactly the product a beta = 0 call writes (backward passes accumulate:
  * old + new, bit for bit), on every backend. */
