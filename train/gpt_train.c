@@ -19,194 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cJSON.h>
 #include <cblas.h>
 #include <unistd.h>
 
-#include "dist.h"
-#include "gpt_prog.h"
-#include "report.h"
-#include "svg.h"
+#include "gpt_train.h"
 
-/* History columns (one row per completed step). */
-enum { H_LOSS, H_LR, H_GN, H_EVTR, H_EVVA, H_COLS };
+/* The log's columns (history columns H_* in gpt_train.h). */
 static const char *const CSV_HEADER =
     "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss";
 static const char *const CSV_FMTS[H_COLS] = {"%.17g", "%.17g", "%.17g", "%.17g", "%.17g"};
-
-typedef struct trainer {
-    gpt_run_config cfg;
-    gpt_run r;
-    text_corpus *corpus;
-    char *vocab_text;          /* text_vocab_format of the corpus's vocabulary    */
-    const int32_t *ids[2];     /* the training and validation parts [len[p]]       */
-    size_t len[2];
-    size_t *ev_off[2];         /* fixed evaluation windows [eval_batches · B]      */
-    int32_t *tok, *tgt;        /* one batch [B, T]                                 */
-    mha_pcg32 rng;             /* training batches                                  */
-    report_history hist;
-    double last_ev[2];         /* the last evaluation (NaN before any)              */
-    double elapsed0;           /* seconds of earlier processes of a resumed run      */
-    double t_start;            /* report_now() when this process started            */
-    char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
-    /* data parallelism (train/dist.h); one rank: rank0 1, b_first 0, b_count B */
-    int rank0;                 /* this process writes files and prints             */
-    size_t b_first, b_count;   /* this rank's windows [b_first, +b_count) of a batch */
-    size_t cap_b;              /* most windows a rank runs at once: ⌈B / ranks⌉     */
-    dist_grads *dg;            /* sums the gradients across ranks                   */
-} trainer;
-
-/* ---- checkpoints ----------------------------------------------------------------------- */
-
-/* FNV-1a of every parameter and AdamW moment: ranks that applied the same steps agree. */
-static uint64_t state_hash(const gpt_run *r)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < r->n_pt; i++) {
-        const float *a[3] = {r->pt[i].p, r->pt[i].m, r->pt[i].v};
-        for (int k = 0; k < 3; k++) {
-            const unsigned char *b = (const unsigned char *)a[k];
-            for (size_t j = 0; j < r->pt[i].numel * sizeof(float); j++)
-                h = (h ^ b[j]) * 1099511628211ULL;
-        }
-    }
-    return h;
-}
-
-/* Every rank calls it; rank 0 writes the file (and all return its status). With several
- * ranks it first checks that every rank holds the same weights and moments. */
-static int save_checkpoint(trainer *t, const char *path)
-{
-    gpt_run *r = &t->r;
-    if (dist_size() > 1 && !dist_same(state_hash(r)))
-        cli_die(CLI_EXIT_RUNTIME, "the ranks' weights differ at step %llu (the all-reduce did "
-                "not give every rank the same sum); not saving %s", (unsigned long long)r->step,
-                path);
-    if (!t->rank0)
-        return MHA_OK;
-    ckpt_layout c = gpt_run_layout(r);
-    r->rng[0] = t->rng.state;
-    r->rng[1] = t->rng.inc;
-    cli_check(mha_optim_get_step(r->opt, &r->optim_t), "optimizer");
-    cli_check(mha_gpt_get_call_index(r->g, &r->call_index), "model");
-    ckpt_meta meta = {0};
-    int st = ckpt_meta_init(&meta, GPT_CKPT_FORMAT, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, &t->cfg);
-    if (st == MHA_OK)
-        st = ckpt_meta_add(&meta, "data_mode", t->cfg.utf8 ? "utf8" : "bytes");
-    if (st == MHA_OK)
-        st = ckpt_meta_add(&meta, "vocab", t->vocab_text);
-    char el[64];
-    snprintf(el, sizeof el, "%.3f", t->elapsed0 + (report_now() - t->t_start));
-    if (st == MHA_OK)
-        st = ckpt_meta_add(&meta, "elapsed_seconds", el);
-    cli_check(st, "checkpoint metadata");
-    char err[512] = "";
-    st = ckpt_save(path, &c, &meta, err, sizeof err);
-    if (st != MHA_OK)
-        fprintf(stderr, "%s: cannot save checkpoint %s: %s\n", cli_program(), path, err);
-    ckpt_meta_free(&meta);
-    return st;
-}
-
-/* Load the tensors and state of a checkpoint whose configuration was taken already. */
-static void load_checkpoint(trainer *t, st_file *f, const char *what)
-{
-    gpt_run *r = &t->r;
-    ckpt_layout c = gpt_run_layout(r);
-    char err[512] = "";
-    if (ckpt_load(f, &c, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    /* every completed step made exactly one optimizer step (checked before the model was
-     * built too: resume_state) */
-    if (r->optim_t != r->step || (r->rng[1] & 1u) == 0 || r->best_step > r->step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state (train.step %llu, optimizer.step %llu, "
-                "best.step %llu, data.rng increment %llu)", what, (unsigned long long)r->step,
-                (unsigned long long)r->optim_t, (unsigned long long)r->best_step,
-                (unsigned long long)r->rng[1]);
-    if (r->step > t->cfg.steps)
-        cli_die(CLI_EXIT_USAGE, "%s: it is at step %llu, past --steps %llu", what,
-                (unsigned long long)r->step, (unsigned long long)t->cfg.steps);
-    t->rng.state = r->rng[0];
-    t->rng.inc = r->rng[1];
-    cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
-    cli_check(mha_gpt_set_call_index(r->g, r->call_index), "model");
-}
-
-/* Several ranks: every rank takes rank 0's weights, AdamW moments and training state (the
- * same bits whether rank 0 initialised them or read them from a checkpoint). */
-static void share_rank0_state(trainer *t)
-{
-    gpt_run *r = &t->r;
-    for (size_t i = 0; i < r->n_pt; i++) {
-        dist_bcast(r->pt[i].p, r->pt[i].numel * sizeof(float));
-        dist_bcast(r->pt[i].m, r->pt[i].numel * sizeof(float));
-        dist_bcast(r->pt[i].v, r->pt[i].numel * sizeof(float));
-    }
-    uint64_t u[6] = {r->step, r->best_step, t->rng.state, t->rng.inc, 0, 0};
-    cli_check(mha_optim_get_step(r->opt, &u[4]), "optimizer");
-    cli_check(mha_gpt_get_call_index(r->g, &u[5]), "model");
-    dist_bcast(u, sizeof u);
-    dist_bcast(&r->best_val, sizeof r->best_val);
-    r->step = u[0];
-    r->best_step = u[1];
-    t->rng.state = u[2];
-    t->rng.inc = u[3];
-    cli_check(mha_optim_set_step(r->opt, u[4]), "optimizer");
-    cli_check(mha_gpt_set_call_index(r->g, u[5]), "model");
-}
-
-/* The state of checkpoint f read before a model is built: its step (*step), the --steps
- * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent); the step
- * counters and data.rng are checked, each named in the message. Exit 2. */
-static void resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
-                         double *elapsed)
-{
-    char err[512];
-    gpt_run_config tmp;
-    const size_t k_steps = cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "steps");
-    const char *ms = st_meta(f, "steps"), *me = st_meta(f, "elapsed_seconds");
-    if (!ms || cli_parse(&GPT_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
-        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
-    *made = tmp.steps;
-    *elapsed = 0;
-    if (me) {
-        char *end;
-        *elapsed = strtod(me, &end);
-        if (end == me || *end != '\0' || !(*elapsed >= 0 && *elapsed < 1e12))
-            cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds = \"%.64s\" is not a "
-                    "duration in seconds", what, me);
-    }
-    const void *d;
-    const size_t two = 2;
-    uint64_t optim_t, best, rng[2];
-    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(step, d, sizeof *step);
-    if (st_get(f, "optimizer.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(&optim_t, d, sizeof optim_t);
-    if (st_get(f, "best.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(&best, d, sizeof best);
-    if (st_get(f, "data.rng", ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(rng, d, sizeof rng);
-    if (optim_t != *step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
-                "train.step %llu (every step is one optimizer step)", what,
-                (unsigned long long)optim_t, (unsigned long long)*step);
-    if (best > *step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.step %llu is past train.step %llu",
-                what, (unsigned long long)best, (unsigned long long)*step);
-    if (*step > *made)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
-                "%llu it was made with", what, (unsigned long long)*step,
-                (unsigned long long)*made);
-    if ((rng[1] & 1u) == 0)
-        cli_die(CLI_EXIT_USAGE, "%s: bad data.rng state: the PCG32 increment %llu is even (a "
-                "generator's increment is always odd); the file is corrupt", what,
-                (unsigned long long)rng[1]);
-}
 
 /* ---- evaluation -------------------------------------------------------------------------- */
 
@@ -231,115 +52,6 @@ static double evaluate(trainer *t, int p)
     }
     dist_sum(&sum, 1);
     return sum / (double)t->cfg.eval_batches;
-}
-
-/* ---- pictures and summary ------------------------------------------------------------------ */
-
-static void write_loss_svg(const trainer *t, const char *path, uint64_t step)
-{
-    const report_history *h = &t->hist;
-    const size_t n = h->n;
-    double *buf = malloc((6 * n + 1) * sizeof(double));
-    if (!buf)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    double *x = buf, *loss = buf + n, *sm = buf + 2 * n, *et = buf + 3 * n, *ev = buf + 4 * n,
-           *lr = buf + 5 * n;
-    for (size_t i = 0; i < n; i++) {
-        x[i] = (double)(step - n + i + 1);
-        loss[i] = report_at(h, i, H_LOSS);
-        et[i] = report_at(h, i, H_EVTR);
-        ev[i] = report_at(h, i, H_EVVA);
-        lr[i] = report_at(h, i, H_LR);
-    }
-    report_smooth(loss, n, sm);
-    svg_series ls[4] = {{"batch loss", "#c6dbef", x, loss, n},
-                        {"batch loss, smoothed", "#6baed6", x, sm, n},
-                        {"training split (eval)", "#08519c", x, et, n},
-                        {"validation split (eval)", "#d94801", x, ev, n}};
-    svg_series ss[1] = {{"learning rate", "#238b45", x, lr, n}};
-    svg_chart ch[2] = {{"cross-entropy per character (nats)", "step", "loss", ls, 4, 0, 0, 0},
-                       {"learning rate", "step", "lr", ss, 1, 0, 0, 0}};
-    int st = svg_write_charts(path, ch, 2, 900, 330);
-    if (st != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, mha_strerror(st));
-    free(buf);
-}
-
-/* Heat maps of every head of every block on the first T characters of the validation
- * part, characters on the axes. Returns the number of files written. */
-static size_t write_attention_svgs(trainer *t)
-{
-    const size_t T = t->cfg.context;
-    const text_vocab *voc = text_corpus_vocab(t->corpus);
-    cli_check(mha_gpt_forward(t->r.g, 0, 1, T, t->ids[1], NULL, NULL), "evaluation forward");
-    char(*lab)[16] = calloc(T, sizeof *lab);
-    const char **lp = calloc(T, sizeof *lp);
-    if (!lab || !lp)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    for (size_t i = 0; i < T; i++) {
-        size_t len;
-        char err[128];
-        cli_check(text_decode(voc, t->ids[1] + i, 1, lab[i], sizeof lab[i], &len, err,
-                              sizeof err), "decode");
-        if (lab[i][0] == '\n')
-            snprintf(lab[i], sizeof lab[i], "\\n");
-        else if (lab[i][0] == '\t')
-            snprintf(lab[i], sizeof lab[i], "\\t");
-        else if (lab[i][0] == ' ')
-            snprintf(lab[i], sizeof lab[i], "\xe2\x90\xa3"); /* ␣ */
-        else if ((unsigned char)lab[i][0] < 0x20 || (!t->cfg.utf8 && (unsigned char)lab[i][0] >= 0x80))
-            snprintf(lab[i], sizeof lab[i], "x%02x", (unsigned char)lab[i][0]);
-        lp[i] = lab[i];
-    }
-    for (size_t l = 0; l < t->cfg.layers; l++) {
-        const float *w;
-        size_t shape[4];
-        cli_check(mha_gpt_attention(t->r.g, l, &w, shape), "attention weights");
-        char path[CLI_PATH_CAP + 64], title[200];
-        snprintf(path, sizeof path, "%s/attention_layer%zu.svg", t->cfg.out, l);
-        snprintf(title, sizeof title, "block %zu: attention weights of every head on the first "
-                 "%zu characters of the validation text (row: query, column: key)", l, T);
-        report_heatmaps(path, title, shape[1], shape[2], shape[3], w, lp, lp);
-    }
-    free(lab);
-    free(lp);
-    return t->cfg.layers;
-}
-
-static void write_summary(const trainer *t, const char *path, double wall, double tok_s,
-                          int completed, const char *sample, size_t n_params)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "program", "mha-gpt train");
-    cJSON_AddNumberToObject(root, "steps", (double)t->r.step);
-    cJSON_AddBoolToObject(root, "completed", completed);
-    cJSON_AddNumberToObject(root, "train_loss", t->last_ev[0]);
-    cJSON_AddNumberToObject(root, "val_loss", t->last_ev[1]);
-    cJSON_AddNumberToObject(root, "best_val_loss", t->r.best_val);
-    cJSON_AddNumberToObject(root, "best_val_step", (double)t->r.best_step);
-    cJSON_AddNumberToObject(root, "wall_seconds", wall);
-    cJSON_AddNumberToObject(root, "tokens_per_second", tok_s);
-    cJSON_AddNumberToObject(root, "parameters", (double)n_params);
-    double wait = 0;
-    uint64_t n_sync = 0;
-    dist_grads_stats(t->dg, &wait, &n_sync);
-    cJSON_AddNumberToObject(root, "ranks", dist_size());
-    cJSON_AddStringToObject(root, "grad_sync", dist_size() == 1 ? "none"
-                                               : t->cfg.grad_sync == DIST_SYNC_OVERLAP ? "overlap"
-                                                                                       : "after");
-    /* this process's steps: the gradient all-reduce's exposed time (rank 0's) */
-    cJSON_AddNumberToObject(root, "allreduce_wait_ms_per_step",
-                            n_sync ? 1e3 * wait / (double)n_sync : 0.0);
-    cJSON_AddNumberToObject(root, "vocab_size", (double)text_vocab_size(text_corpus_vocab(t->corpus)));
-    cJSON_AddNumberToObject(root, "train_chars", (double)t->len[0]);
-    cJSON_AddNumberToObject(root, "val_chars", (double)t->len[1]);
-    cJSON_AddItemToObject(root, "config", report_config_json(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS,
-                                                             &t->cfg));
-    if (sample)
-        cJSON_AddStringToObject(root, "sample", sample);
-    else
-        cJSON_AddNullToObject(root, "sample");
-    report_write_json(root, path, 1);
 }
 
 /* ---- setup ----------------------------------------------------------------------------- */
@@ -468,7 +180,7 @@ int gpt_train_main(int argc, char **argv, int first)
         ck = gpt_open_checkpoint(c->resume, what, explicit_opt, c, &ck_vocab);
         if (!explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "out")])
             cli_dirname(c->resume, c->out, sizeof c->out); /* the checkpoint's directory */
-        resume_state(ck, what, &ck_step, &ck_made, &t->elapsed0);
+        gpt_resume_state(ck, what, &ck_step, &ck_made, &t->elapsed0);
     }
     check_options(c);
     const int threads_given = explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "threads")];
@@ -509,11 +221,11 @@ int gpt_train_main(int argc, char **argv, int first)
     gpt_run_create(&t->r, c, V, t->cap_b, 1);
     mha_pcg32_seed(&t->rng, c->seed, TEXT_STREAM_BATCH);
     if (ck) {
-        load_checkpoint(t, ck, what);
+        gpt_load_checkpoint(t, ck, what);
         st_free(ck);
     }
     if (dist_size() > 1)
-        share_rank0_state(t);
+        gpt_share_rank0_state(t);
     /* this rank's windows are windows b_first.. of the step's batch: their dropout masks
      * are the ones one process training the whole batch draws */
     cli_check(mha_gpt_set_dropout_batch_offset(t->r.g, t->b_first), "model");
@@ -640,13 +352,13 @@ int gpt_train_main(int argc, char **argv, int first)
         if (eval_now && row[H_EVVA] < t->r.best_val) {
             t->r.best_val = row[H_EVVA];
             t->r.best_step = t->r.step;
-            if (save_checkpoint(t, t->best_path) != MHA_OK)
+            if (gpt_save_checkpoint(t, t->best_path) != MHA_OK)
                 cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
         }
         if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
             if (t->rank0)
                 report_csv_flush(&csv);
-            if (save_checkpoint(t, t->ckpt_path) != MHA_OK)
+            if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
                 cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
             last_ckpt = t->ckpt_path;
         }
@@ -678,7 +390,7 @@ int gpt_train_main(int argc, char **argv, int first)
     report_progress_end(&prog);
     if (t->rank0)
         report_csv_close(&csv);
-    if (save_checkpoint(t, t->ckpt_path) != MHA_OK)
+    if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
         return CLI_EXIT_RUNTIME;
     const int completed = t->r.step == c->steps;
     const double tok_s = t_steps > 0 ? (double)((t->r.step - step0) * B * T) / t_steps : 0;
@@ -690,8 +402,8 @@ int gpt_train_main(int argc, char **argv, int first)
         return sig ? 128 + sig : 0; /* stopped for another rank's signal: as --stop-after */
     }
 
-    write_loss_svg(t, svg_path, t->r.step);
-    const size_t heat = c->attention == MHA_ATTN_STORED ? write_attention_svgs(t) : 0;
+    gpt_write_loss_svg(t, svg_path, t->r.step);
+    const size_t heat = c->attention == MHA_ATTN_STORED ? gpt_write_attention_svgs(t) : 0;
     report_remove_stale_numbered(c->out, "attention_layer", heat, ".svg");
     char *sample = NULL;
     if (!completed)
@@ -717,7 +429,7 @@ int gpt_train_main(int argc, char **argv, int first)
     /* the whole run's time: earlier processes of a resumed run, and all of this one up to
      * its last file */
     const double wall = t->elapsed0 + (report_now() - t->t_start);
-    write_summary(t, sum_path, wall, tok_s, completed, sample, n_params);
+    gpt_write_summary(t, sum_path, wall, tok_s, completed, sample, n_params);
     printf("pictures: %s", svg_path);
     for (size_t l = 0; l < heat; l++)
         printf(", %s/attention_layer%zu.svg", c->out, l);

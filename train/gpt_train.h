@@ -1,0 +1,66 @@
+/*
+ * mha-gpt train's state (the trainer), shared by the command (train/gpt_train.c: setup, the
+ * loop, evaluation) and its files (train/gpt_train_io.c: checkpoints, pictures, summary).
+ * Private to those two files.
+ */
+#ifndef TRAIN_GPT_TRAIN_H
+#define TRAIN_GPT_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dist.h"
+#include "gpt_prog.h"
+#include "report.h"
+
+/* History columns (one row per completed step). */
+enum { H_LOSS, H_LR, H_GN, H_EVTR, H_EVVA, H_COLS };
+
+typedef struct trainer {
+    gpt_run_config cfg;
+    gpt_run r;
+    text_corpus *corpus;
+    char *vocab_text;          /* text_vocab_format of the corpus's vocabulary    */
+    const int32_t *ids[2];     /* the training and validation parts [len[p]]       */
+    size_t len[2];
+    size_t *ev_off[2];         /* fixed evaluation windows [eval_batches · B]      */
+    int32_t *tok, *tgt;        /* one batch [B, T]                                 */
+    mha_pcg32 rng;             /* training batches                                  */
+    report_history hist;
+    double last_ev[2];         /* the last evaluation (NaN before any)              */
+    double elapsed0;           /* seconds of earlier processes of a resumed run      */
+    double t_start;            /* report_now() when this process started            */
+    char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    /* data parallelism (train/dist.h); one rank: rank0 1, b_first 0, b_count B */
+    int rank0;                 /* this process writes files and prints             */
+    size_t b_first, b_count;   /* this rank's windows [b_first, +b_count) of a batch */
+    size_t cap_b;              /* most windows a rank runs at once: ⌈B / ranks⌉     */
+    dist_grads *dg;            /* sums the gradients across ranks                   */
+} trainer;
+
+/* ---- checkpoints (train/gpt_train_io.c) ---- */
+
+/* Every rank calls it; rank 0 writes checkpoint `path` (and all return its status). With
+ * several ranks it first checks that every rank holds the same weights and moments. */
+int gpt_save_checkpoint(trainer *t, const char *path);
+/* Load the tensors and state of a checkpoint whose configuration was taken already. */
+void gpt_load_checkpoint(trainer *t, st_file *f, const char *what);
+/* Several ranks: every rank takes rank 0's weights, AdamW moments and training state. */
+void gpt_share_rank0_state(trainer *t);
+/* The state of checkpoint f read before a model is built: its step (*step), the --steps
+ * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent). Exit 2. */
+void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
+                      double *elapsed);
+
+/* ---- pictures and summary (train/gpt_train_io.c; rank 0) ---- */
+
+/* loss.svg: the losses of every logged step up to `step`, and the learning rate. */
+void gpt_write_loss_svg(const trainer *t, const char *path, uint64_t step);
+/* Heat maps of every head of every block on the first T characters of the validation
+ * part. Returns the number of files written. */
+size_t gpt_write_attention_svgs(trainer *t);
+/* summary.json. */
+void gpt_write_summary(const trainer *t, const char *path, double wall, double tok_s,
+                       int completed, const char *sample, size_t n_params);
+
+#endif /* TRAIN_GPT_TRAIN_H */

@@ -1,0 +1,275 @@
+/*
+ * mha-gpt train's files (train/gpt_train.h): checkpoints — written atomically by rank 0,
+ * read and checked before use, the training state shared from rank 0 — and the pictures
+ * and summary of a run.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "gpt_train.h"
+#include "svg.h"
+
+/* ---- checkpoints ----------------------------------------------------------------------- */
+
+/* FNV-1a of every parameter and AdamW moment: ranks that applied the same steps agree. */
+static uint64_t state_hash(const gpt_run *r)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < r->n_pt; i++) {
+        const float *a[3] = {r->pt[i].p, r->pt[i].m, r->pt[i].v};
+        for (int k = 0; k < 3; k++) {
+            const unsigned char *b = (const unsigned char *)a[k];
+            for (size_t j = 0; j < r->pt[i].numel * sizeof(float); j++)
+                h = (h ^ b[j]) * 1099511628211ULL;
+        }
+    }
+    return h;
+}
+
+/* Every rank calls it; rank 0 writes the file (and all return its status). With several
+ * ranks it first checks that every rank holds the same weights and moments. */
+int gpt_save_checkpoint(trainer *t, const char *path)
+{
+    gpt_run *r = &t->r;
+    if (dist_size() > 1 && !dist_same(state_hash(r)))
+        cli_die(CLI_EXIT_RUNTIME, "the ranks' weights differ at step %llu (the all-reduce did "
+                "not give every rank the same sum); not saving %s", (unsigned long long)r->step,
+                path);
+    if (!t->rank0)
+        return MHA_OK;
+    ckpt_layout c = gpt_run_layout(r);
+    r->rng[0] = t->rng.state;
+    r->rng[1] = t->rng.inc;
+    cli_check(mha_optim_get_step(r->opt, &r->optim_t), "optimizer");
+    cli_check(mha_gpt_get_call_index(r->g, &r->call_index), "model");
+    ckpt_meta meta = {0};
+    int st = ckpt_meta_init(&meta, GPT_CKPT_FORMAT, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, &t->cfg);
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "data_mode", t->cfg.utf8 ? "utf8" : "bytes");
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "vocab", t->vocab_text);
+    char el[64];
+    snprintf(el, sizeof el, "%.3f", t->elapsed0 + (report_now() - t->t_start));
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "elapsed_seconds", el);
+    cli_check(st, "checkpoint metadata");
+    char err[512] = "";
+    st = ckpt_save(path, &c, &meta, err, sizeof err);
+    if (st != MHA_OK)
+        fprintf(stderr, "%s: cannot save checkpoint %s: %s\n", cli_program(), path, err);
+    ckpt_meta_free(&meta);
+    return st;
+}
+
+/* Load the tensors and state of a checkpoint whose configuration was taken already. */
+void gpt_load_checkpoint(trainer *t, st_file *f, const char *what)
+{
+    gpt_run *r = &t->r;
+    ckpt_layout c = gpt_run_layout(r);
+    char err[512] = "";
+    if (ckpt_load(f, &c, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    /* every completed step made exactly one optimizer step (checked before the model was
+     * built too: resume_state) */
+    if (r->optim_t != r->step || (r->rng[1] & 1u) == 0 || r->best_step > r->step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state (train.step %llu, optimizer.step %llu, "
+                "best.step %llu, data.rng increment %llu)", what, (unsigned long long)r->step,
+                (unsigned long long)r->optim_t, (unsigned long long)r->best_step,
+                (unsigned long long)r->rng[1]);
+    if (r->step > t->cfg.steps)
+        cli_die(CLI_EXIT_USAGE, "%s: it is at step %llu, past --steps %llu", what,
+                (unsigned long long)r->step, (unsigned long long)t->cfg.steps);
+    t->rng.state = r->rng[0];
+    t->rng.inc = r->rng[1];
+    cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
+    cli_check(mha_gpt_set_call_index(r->g, r->call_index), "model");
+}
+
+/* Several ranks: every rank takes rank 0's weights, AdamW moments and training state (the
+ * same bits whether rank 0 initialised them or read them from a checkpoint). */
+void gpt_share_rank0_state(trainer *t)
+{
+    gpt_run *r = &t->r;
+    for (size_t i = 0; i < r->n_pt; i++) {
+        dist_bcast(r->pt[i].p, r->pt[i].numel * sizeof(float));
+        dist_bcast(r->pt[i].m, r->pt[i].numel * sizeof(float));
+        dist_bcast(r->pt[i].v, r->pt[i].numel * sizeof(float));
+    }
+    uint64_t u[6] = {r->step, r->best_step, t->rng.state, t->rng.inc, 0, 0};
+    cli_check(mha_optim_get_step(r->opt, &u[4]), "optimizer");
+    cli_check(mha_gpt_get_call_index(r->g, &u[5]), "model");
+    dist_bcast(u, sizeof u);
+    dist_bcast(&r->best_val, sizeof r->best_val);
+    r->step = u[0];
+    r->best_step = u[1];
+    t->rng.state = u[2];
+    t->rng.inc = u[3];
+    cli_check(mha_optim_set_step(r->opt, u[4]), "optimizer");
+    cli_check(mha_gpt_set_call_index(r->g, u[5]), "model");
+}
+
+/* The state of checkpoint f read before a model is built: its step (*step), the --steps
+ * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent); the step
+ * counters and data.rng are checked, each named in the message. Exit 2. */
+void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
+                         double *elapsed)
+{
+    char err[512];
+    gpt_run_config tmp;
+    const size_t k_steps = cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "steps");
+    const char *ms = st_meta(f, "steps"), *me = st_meta(f, "elapsed_seconds");
+    if (!ms || cli_parse(&GPT_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
+    *made = tmp.steps;
+    *elapsed = 0;
+    if (me) {
+        char *end;
+        *elapsed = strtod(me, &end);
+        if (end == me || *end != '\0' || !(*elapsed >= 0 && *elapsed < 1e12))
+            cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds = \"%.64s\" is not a "
+                    "duration in seconds", what, me);
+    }
+    const void *d;
+    const size_t two = 2;
+    uint64_t optim_t, best, rng[2];
+    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(step, d, sizeof *step);
+    if (st_get(f, "optimizer.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&optim_t, d, sizeof optim_t);
+    if (st_get(f, "best.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&best, d, sizeof best);
+    if (st_get(f, "data.rng", ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(rng, d, sizeof rng);
+    if (optim_t != *step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
+                "train.step %llu (every step is one optimizer step)", what,
+                (unsigned long long)optim_t, (unsigned long long)*step);
+    if (best > *step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.step %llu is past train.step %llu",
+                what, (unsigned long long)best, (unsigned long long)*step);
+    if (*step > *made)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
+                "%llu it was made with", what, (unsigned long long)*step,
+                (unsigned long long)*made);
+    if ((rng[1] & 1u) == 0)
+        cli_die(CLI_EXIT_USAGE, "%s: bad data.rng state: the PCG32 increment %llu is even (a "
+                "generator's increment is always odd); the file is corrupt", what,
+                (unsigned long long)rng[1]);
+}
+
+/* ---- pictures and summary ------------------------------------------------------------------ */
+
+void gpt_write_loss_svg(const trainer *t, const char *path, uint64_t step)
+{
+    const report_history *h = &t->hist;
+    const size_t n = h->n;
+    double *buf = malloc((6 * n + 1) * sizeof(double));
+    if (!buf)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    double *x = buf, *loss = buf + n, *sm = buf + 2 * n, *et = buf + 3 * n, *ev = buf + 4 * n,
+           *lr = buf + 5 * n;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (double)(step - n + i + 1);
+        loss[i] = report_at(h, i, H_LOSS);
+        et[i] = report_at(h, i, H_EVTR);
+        ev[i] = report_at(h, i, H_EVVA);
+        lr[i] = report_at(h, i, H_LR);
+    }
+    report_smooth(loss, n, sm);
+    svg_series ls[4] = {{"batch loss", "#c6dbef", x, loss, n},
+                        {"batch loss, smoothed", "#6baed6", x, sm, n},
+                        {"training split (eval)", "#08519c", x, et, n},
+                        {"validation split (eval)", "#d94801", x, ev, n}};
+    svg_series ss[1] = {{"learning rate", "#238b45", x, lr, n}};
+    svg_chart ch[2] = {{"cross-entropy per character (nats)", "step", "loss", ls, 4, 0, 0, 0},
+                       {"learning rate", "step", "lr", ss, 1, 0, 0, 0}};
+    int st = svg_write_charts(path, ch, 2, 900, 330);
+    if (st != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, mha_strerror(st));
+    free(buf);
+}
+
+/* Heat maps of every head of every block on the first T characters of the validation
+ * part, characters on the axes. Returns the number of files written. */
+size_t gpt_write_attention_svgs(trainer *t)
+{
+    const size_t T = t->cfg.context;
+    const text_vocab *voc = text_corpus_vocab(t->corpus);
+    cli_check(mha_gpt_forward(t->r.g, 0, 1, T, t->ids[1], NULL, NULL), "evaluation forward");
+    char(*lab)[16] = calloc(T, sizeof *lab);
+    const char **lp = calloc(T, sizeof *lp);
+    if (!lab || !lp)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t i = 0; i < T; i++) {
+        size_t len;
+        char err[128];
+        cli_check(text_decode(voc, t->ids[1] + i, 1, lab[i], sizeof lab[i], &len, err,
+                              sizeof err), "decode");
+        if (lab[i][0] == '\n')
+            snprintf(lab[i], sizeof lab[i], "\\n");
+        else if (lab[i][0] == '\t')
+            snprintf(lab[i], sizeof lab[i], "\\t");
+        else if (lab[i][0] == ' ')
+            snprintf(lab[i], sizeof lab[i], "\xe2\x90\xa3"); /* ␣ */
+        else if ((unsigned char)lab[i][0] < 0x20 || (!t->cfg.utf8 && (unsigned char)lab[i][0] >= 0x80))
+            snprintf(lab[i], sizeof lab[i], "x%02x", (unsigned char)lab[i][0]);
+        lp[i] = lab[i];
+    }
+    for (size_t l = 0; l < t->cfg.layers; l++) {
+        const float *w;
+        size_t shape[4];
+        cli_check(mha_gpt_attention(t->r.g, l, &w, shape), "attention weights");
+        char path[CLI_PATH_CAP + 64], title[200];
+        snprintf(path, sizeof path, "%s/attention_layer%zu.svg", t->cfg.out, l);
+        snprintf(title, sizeof title, "block %zu: attention weights of every head on the first "
+                 "%zu characters of the validation text (row: query, column: key)", l, T);
+        report_heatmaps(path, title, shape[1], shape[2], shape[3], w, lp, lp);
+    }
+    free(lab);
+    free(lp);
+    return t->cfg.layers;
+}
+
+void gpt_write_summary(const trainer *t, const char *path, double wall, double tok_s,
+                          int completed, const char *sample, size_t n_params)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "program", "mha-gpt train");
+    cJSON_AddNumberToObject(root, "steps", (double)t->r.step);
+    cJSON_AddBoolToObject(root, "completed", completed);
+    cJSON_AddNumberToObject(root, "train_loss", t->last_ev[0]);
+    cJSON_AddNumberToObject(root, "val_loss", t->last_ev[1]);
+    cJSON_AddNumberToObject(root, "best_val_loss", t->r.best_val);
+    cJSON_AddNumberToObject(root, "best_val_step", (double)t->r.best_step);
+    cJSON_AddNumberToObject(root, "wall_seconds", wall);
+    cJSON_AddNumberToObject(root, "tokens_per_second", tok_s);
+    cJSON_AddNumberToObject(root, "parameters", (double)n_params);
+    double wait = 0;
+    uint64_t n_sync = 0;
+    dist_grads_stats(t->dg, &wait, &n_sync);
+    cJSON_AddNumberToObject(root, "ranks", dist_size());
+    cJSON_AddStringToObject(root, "grad_sync", dist_size() == 1 ? "none"
+                                               : t->cfg.grad_sync == DIST_SYNC_OVERLAP ? "overlap"
+                                                                                       : "after");
+    /* this process's steps: the gradient all-reduce's exposed time (rank 0's) */
+    cJSON_AddNumberToObject(root, "allreduce_wait_ms_per_step",
+                            n_sync ? 1e3 * wait / (double)n_sync : 0.0);
+    cJSON_AddNumberToObject(root, "vocab_size", (double)text_vocab_size(text_corpus_vocab(t->corpus)));
+    cJSON_AddNumberToObject(root, "train_chars", (double)t->len[0]);
+    cJSON_AddNumberToObject(root, "val_chars", (double)t->len[1]);
+    cJSON_AddItemToObject(root, "config", report_config_json(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS,
+                                                             &t->cfg));
+    if (sample)
+        cJSON_AddStringToObject(root, "sample", sample);
+    else
+        cJSON_AddNullToObject(root, "sample");
+    report_write_json(root, path, 1);
+}
