@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """torch_train.py — training throughput of mha-train's model, written in PyTorch.
 
-The same model as train/model.h for a self-attention task such as `reverse`:
+The same model as train/toy/toy_model.h for a self-attention task such as `reverse`:
     x0 = tok_emb[tokens] + pos_emb[position]           [B,S,D]
     x_{l+1} = x_l + MHA_l(x_l, x_l, mask)   l < L       (the seed's module)
     logits = x_L·W_outᵀ + b_out                          [B,S,V]

@@ -43,7 +43,7 @@
  * mha__?gemm_choice — the backend the entry point takes for a product (threads == 0 for
  * a call inside a parallel region).
  *
- * The three older names stay for existing callers (train/model_impl.inc, tests):
+ * The three older names stay for existing callers (train/toy/toy_model_impl.inc, tests):
  *   mha__?gemm_blas   = the BLAS backend, one call.
  *   mha__?gemm_small  = the OWN backend; work: [K·N] scratch when tb = 1 (NULL allowed when
  *                       tb = 0).

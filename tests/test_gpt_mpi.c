@@ -1,4 +1,4 @@
-/* Data-parallel training (mha-gpt-mpi under mpirun, train/dist.h), against the one-process
+/* Data-parallel training (mha-gpt-mpi under mpirun, train/common/dist.h), against the one-process
  * program mha-gpt on a 200,000-character slice of Tiny Shakespeare:
  *   - 2 ranks (and 3, an uneven split of the batch) follow the loss trajectory of one
  *     process with the same global batch over 100 steps within 1e-5 relative (training
@@ -41,7 +41,7 @@
 /* ASAN_OPTIONS for the ranks: Open MPI does not free all it allocates by MPI_Finalize, and
  * its plugins are unloaded by then (no suppression can name them), so in a sanitizer build
  * the ranks run without LeakSanitizer (ignored otherwise). The one-process mha-gpt, the
- * same code apart from train/dist.c, is leak-checked by every test that runs it. */
+ * same code apart from train/common/dist.c, is leak-checked by every test that runs it. */
 #define MPIRUN "--allow-run-as-root --oversubscribe -x ASAN_OPTIONS=detect_leaks=0 -np"
 
 /* mha-gpt (one process) and mha-gpt-mpi under mpirun with n ranks; stdout/stderr to

@@ -1,4 +1,4 @@
-/* Tests of the mha-gpt program (train/gpt_*.c), run as a child process on tiny models and
+/* Tests of the mha-gpt program (train/gpt/gpt_*.c), run as a child process on tiny models and
  * a 20,000-character slice of Tiny Shakespeare: a short run learns (validation loss far
  * below chance, ln V) and writes every output; a run stopped and resumed equals one never
  * stopped, byte for byte (log and both checkpoints, with dropout); sampling is

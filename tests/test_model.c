@@ -1,4 +1,4 @@
-/* Tests of the tiny training model (train/model.h) and its tasks (train/tasks.h):
+/* Tests of the tiny training model (train/toy/toy_model.h) and its tasks (toy_tasks.h):
  * float64 finite-difference checks of every piece (embedding, read-out, cross-entropy)
  * and of the whole model end to end (every parameter, 1–2 layers, self/causal/cross
  * attention, dropout frozen by resetting the call counters), the held-out split of the
@@ -12,8 +12,8 @@
 
 #include "mha.h"
 #include "mha_optim.h"
-#include "model.h"
-#include "tasks.h"
+#include "toy_model.h"
+#include "toy_tasks.h"
 
 /* The tolerance of the brief: |a − n| <= 1e-7 + 1e-6·|n|, step 1e-5 (central). */
 static const mha_gc_options GC_OPT = {.step = 1e-5, .atol = 1e-7, .rtol = 1e-6,
@@ -147,7 +147,7 @@ static void test_model_readout_accumulates(void **state)
 }
 
 /* --pos-init sinusoidal: pos_emb starts as pos_emb[s, 2k] = sin(s·ω_k),
- * pos_emb[s, 2k+1] = cos(s·ω_k), ω_k = 10000^(−2k/D) (model.h), exactly (rounded once to
+ * pos_emb[s, 2k+1] = cos(s·ω_k), ω_k = 10000^(−2k/D) (toy_model.h), exactly (rounded once to
  * float); the uniform start does not look like it. */
 static void test_model_pos_init_sinusoidal(void **state)
 {

@@ -1,5 +1,5 @@
 /*
- * Tests of train/st.c, the safetensors reader/writer (all tests named st_*).
+ * Tests of train/common/st.c, the safetensors reader/writer (all tests named st_*).
  *
  * Files go to a fresh directory under $TMPDIR (or /tmp), removed at the end.
  * The layout checks parse the bytes with cJSON and the format's rules directly, without

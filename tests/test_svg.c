@@ -1,5 +1,5 @@
 /* Tests of the training programs' pictures: the loss-curve smoother (report_smooth) and
- * the SVG writers (train/svg.c): no lag, bounded heat maps that fit a 1200-px window,
+ * the SVG writers (train/common/svg.c): no lag, bounded heat maps that fit a 1200-px window,
  * charts whose panels share their x ticks. */
 #include "test_util.h"
 

@@ -1,5 +1,5 @@
 /*
- * Tests of train/text.c: corpora, vocabulary, windows and the sampler (all tests text_*).
+ * Tests of train/common/text.c: corpora, vocabulary, windows and the sampler (all tests text_*).
  *
  * Tiny Shakespeare is read from MHA_SOURCE_DIR/data; other files go to a fresh directory
  * under $TMPDIR (or /tmp), removed at the end.

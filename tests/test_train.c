@@ -1,4 +1,4 @@
-/* Tests of the mha-train program (train/main.c), run as a child process on tiny
+/* Tests of the mha-train program (train/toy/toy_main.c), run as a child process on tiny
  * configurations: resume from a checkpoint reproduces an uninterrupted run bit for bit
  * (CSV log and summary numbers, with dropout and Adam/SGD state), the checkpoint holds
  * the expected tensors and round-trips into a model that gives the logged held-out
@@ -22,10 +22,10 @@
 
 #include "mha.h"
 #include "mha_optim.h"
-#include "model.h"
 #include "st.h"
-#include "tasks.h"
 #include "test_prog.h"
+#include "toy_model.h"
+#include "toy_tasks.h"
 
 #ifndef MHA_TRAIN_EXE
 #error "MHA_TRAIN_EXE must name the mha-train program"

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Check a safetensors file (e.g. a checkpoint written by train/st.c's st_save) and list it.
+"""Check a safetensors file (e.g. a checkpoint written by train/common/st.c's st_save) and list it.
 
 Dev-only; run with the system Python (no safetensors package is needed or used):
 
     /usr/bin/python3 tools/check_safetensors.py FILE [FILE ...]
 
 The file is read the way the format's README defines it, with struct and json only,
-independently of train/st.c:
+independently of train/common/st.c:
     8 bytes   N, unsigned little-endian 64-bit: the header size
     N bytes   UTF-8 JSON object, starting with '{', maybe padded at the end with spaces
     the rest  the data section; tensor NAME is bytes [begin, end) of it

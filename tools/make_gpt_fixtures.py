@@ -27,7 +27,7 @@ What is computed (config CFG below; every float tensor float64, tokens/targets i
      (gpt_torch.decays: the 2-D Linear weights), 0 on the rest. Stored: step<k>.loss and
      step<k>.grad_norm (before clipping), and after5.<name> for every parameter.
 
-File layout (safetensors, written by hand below; train/st.h's reader accepts it):
+File layout (safetensors, written by hand below; train/common/st.h's reader accepts it):
   8-byte little-endian header size N (a multiple of 8), a JSON header padded with spaces,
   then the data; tensors in header order, their ranges tiling the data section.
   "__metadata__" (all values strings):

@@ -1,5 +1,5 @@
 /*
- * mha-gpt train's files (train/gpt_train.h): checkpoints — written atomically by rank 0,
+ * mha-gpt train's files (train/gpt/gpt_train.h): checkpoints — written atomically by rank 0,
  * read and checked before use, the training state shared from rank 0 — and the pictures
  * and summary of a run.
  */

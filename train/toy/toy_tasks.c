@@ -1,5 +1,5 @@
-/* Toy tasks for mha-train: see tasks.h. */
-#include "tasks.h"
+/* Toy tasks for mha-train: see toy_tasks.h. */
+#include "toy_tasks.h"
 
 #include <stdlib.h>
 #include <string.h>

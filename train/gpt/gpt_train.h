@@ -1,6 +1,6 @@
 /*
- * mha-gpt train's state (the trainer), shared by the command (train/gpt_train.c: setup, the
- * loop, evaluation) and its files (train/gpt_train_io.c: checkpoints, pictures, summary).
+ * mha-gpt train's state (the trainer), shared by the command (train/gpt/gpt_train.c: setup, the
+ * loop, evaluation) and its files (train/gpt/gpt_train_io.c: checkpoints, pictures, summary).
  * Private to those two files.
  */
 #ifndef TRAIN_GPT_TRAIN_H
@@ -31,14 +31,14 @@ typedef struct trainer {
     double elapsed0;           /* seconds of earlier processes of a resumed run      */
     double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
-    /* data parallelism (train/dist.h); one rank: rank0 1, b_first 0, b_count B */
+    /* data parallelism (train/common/dist.h); one rank: rank0 1, b_first 0, b_count B */
     int rank0;                 /* this process writes files and prints             */
     size_t b_first, b_count;   /* this rank's windows [b_first, +b_count) of a batch */
     size_t cap_b;              /* most windows a rank runs at once: ⌈B / ranks⌉     */
     dist_grads *dg;            /* sums the gradients across ranks                   */
 } trainer;
 
-/* ---- checkpoints (train/gpt_train_io.c) ---- */
+/* ---- checkpoints (train/gpt/gpt_train_io.c) ---- */
 
 /* Every rank calls it; rank 0 writes checkpoint `path` (and all return its status). With
  * several ranks it first checks that every rank holds the same weights and moments. */
@@ -52,7 +52,7 @@ void gpt_share_rank0_state(trainer *t);
 void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
                       double *elapsed);
 
-/* ---- pictures and summary (train/gpt_train_io.c; rank 0) ---- */
+/* ---- pictures and summary (train/gpt/gpt_train_io.c; rank 0) ---- */
 
 /* loss.svg: the losses of every logged step up to `step`, and the learning rate. */
 void gpt_write_loss_svg(const trainer *t, const char *path, uint64_t step);

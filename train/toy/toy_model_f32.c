@@ -1,6 +1,6 @@
 /* The float instantiation of the tiny model (tm_*), plus the untyped helpers
- * declared in model.h (tensor layout, config check, layer seeds). */
-#include "model.h"
+ * declared in toy_model.h (tensor layout, config check, layer seeds). */
+#include "toy_model.h"
 
 #include <string.h>
 
@@ -75,4 +75,4 @@ uint64_t tm_layer_seed(uint64_t seed, size_t layer)
 #define TM_MHA(n) mha_##n
 /* the library's GEMM entry point, one thread (the read-out is small), its own scratch */
 #define TM_GEMM(...) mha__sgemm(1, __VA_ARGS__, NULL)
-#include "model_impl.inc"
+#include "toy_model_impl.inc"

@@ -15,13 +15,13 @@
  * evaluation split and are never produced for training (and vice versa), so the
  * evaluation set cannot appear in training, whatever their sizes.
  */
-#ifndef TRAIN_TASKS_H
-#define TRAIN_TASKS_H
+#ifndef TRAIN_TOY_TASKS_H
+#define TRAIN_TOY_TASKS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "toy_model.h"
 
 typedef enum task_kind { TASK_REVERSE = 0, TASK_COPY = 1, TASK_LOOKUP = 2 } task_kind;
 typedef enum task_split { TASK_TRAIN = 0, TASK_EVAL = 1 } task_split;

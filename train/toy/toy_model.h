@@ -12,14 +12,14 @@
  * Token ids are int32_t in [0, vocab_in); a target of −1 means "not scored".
  *
  * Like the library, every typed function exists twice from one source
- * (model_api.h, implemented in model_impl.inc):
+ * (toy_model_api.h, implemented in toy_model_impl.inc):
  *   tm_NAME  for float  (training)           uses the mha_  module
  *   tmd_NAME for double (gradient checks)     uses the mhad_ module
  * Functions return MHA_OK or a negative MHA_ status code and never print.
  * Backward functions ACCUMULATE (+=) into gradients, as the library's do.
  */
-#ifndef TRAIN_MODEL_H
-#define TRAIN_MODEL_H
+#ifndef TRAIN_TOY_MODEL_H
+#define TRAIN_TOY_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -83,7 +83,7 @@ typedef struct tm_batch {
 #define TM_REAL float
 #define TM_NAME(n) tm_##n
 #define TM_MHA(n) mha_##n
-#include "model_api.h"
+#include "toy_model_api.h"
 #undef TM_REAL
 #undef TM_NAME
 #undef TM_MHA
@@ -91,7 +91,7 @@ typedef struct tm_batch {
 #define TM_REAL double
 #define TM_NAME(n) tmd_##n
 #define TM_MHA(n) mhad_##n
-#include "model_api.h"
+#include "toy_model_api.h"
 #undef TM_REAL
 #undef TM_NAME
 #undef TM_MHA
@@ -100,4 +100,4 @@ typedef struct tm_batch {
 }
 #endif
 
-#endif /* TRAIN_MODEL_H */
+#endif /* TRAIN_TOY_MODEL_H */

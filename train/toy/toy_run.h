@@ -1,9 +1,9 @@
 /*
- * mha-train's internal interface between its command (main.c: options, the training
- * loop) and its files (train_io.c: checkpoints, pictures, summary.json, example.json).
+ * mha-train's internal interface between its command (toy_main.c: options, the training
+ * loop) and its files (toy_io.c: checkpoints, pictures, summary.json, example.json).
  */
-#ifndef TRAIN_TRAIN_RUN_H
-#define TRAIN_TRAIN_RUN_H
+#ifndef TRAIN_TOY_RUN_H
+#define TRAIN_TOY_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -12,9 +12,9 @@
 #include "cli.h"
 #include "mha.h"
 #include "mha_optim.h"
-#include "model.h"
 #include "report.h"
-#include "tasks.h"
+#include "toy_model.h"
+#include "toy_tasks.h"
 
 #define CKPT_FORMAT "mha-train/1"
 
@@ -52,7 +52,7 @@ typedef struct run_config {
     char resume[CLI_PATH_CAP];
 } run_config;
 
-/* The option table (main.c); ckpt marks what checkpoints store. */
+/* The option table (toy_main.c); ckpt marks what checkpoints store. */
 extern const cli_opt TRAIN_OPTS[];
 extern const size_t TRAIN_N_OPTS;
 
@@ -78,7 +78,7 @@ typedef struct run_state {
                             (NaN unless evaluated); init: the evaluation before step 1 */
 } run_state;
 
-/* ---- train_io.c ---------------------------------------------------------------------- */
+/* ---- toy_io.c ------------------------------------------------------------------- */
 
 /* Save the run's checkpoint to path (atomic); MHA_OK or a status (message printed). */
 int save_checkpoint(run_state *rs, const char *path);
@@ -106,4 +106,4 @@ void write_example_json(run_state *rs, const task_buffer *ev, const char *path);
 void write_summary(const run_state *rs, const char *path, double wall, double tok, double seq,
                    double eval_loss, double final_loss, size_t n_params, int stopped_early);
 
-#endif /* TRAIN_TRAIN_RUN_H */
+#endif /* TRAIN_TOY_RUN_H */

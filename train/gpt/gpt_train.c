@@ -9,7 +9,7 @@
  * A single-thread run resumed from a checkpoint continues bit for bit: the checkpoint
  * holds the weights, AdamW's moments and step, the batch generator, the dropout call
  * index and the best validation loss.
- * Under mpirun (mha-gpt-mpi, train/dist.h) every rank draws the same B windows and trains
+ * Under mpirun (mha-gpt-mpi, train/common/dist.h) every rank draws the same B windows and trains
  * on its slice of them; gradients and losses are summed across ranks weighted by each
  * slice's share of B, the evaluation windows are split among the ranks, and rank 0 alone
  * writes files. Checkpoints do not depend on the number of ranks.

@@ -1,6 +1,6 @@
 /*
- * mha-train — train a tiny attention-only transformer (train/model.h) built from the
- * mha module on a toy task (train/tasks.h), with SGD / Adam / AdamW from the library.
+ * mha-train — train a tiny attention-only transformer (toy_model.h) built from the mha
+ * module on a toy task (toy_tasks.h), with SGD / Adam / AdamW from the library.
  *
  *   mha-train                      # reverse, length 16, vocabulary 16, defaults
  *   mha-train --task copy --out runs/copy
@@ -42,10 +42,10 @@
 
 #include "mha.h"
 #include "mha_optim.h"
-#include "model.h"
 #include "report.h"
-#include "tasks.h"
-#include "train_run.h"
+#include "toy_model.h"
+#include "toy_run.h"
+#include "toy_tasks.h"
 
 enum { EVAL_CHUNK = 250 };                    /* examples per evaluation forward, at most */
 #define EVAL_BUDGET (256.0 * 1024 * 1024)    /* activation bytes an evaluation chunk may use

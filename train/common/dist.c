@@ -1,5 +1,5 @@
 /*
- * train/dist.h: the MPI layer of data-parallel training, and its one-rank stand-in.
+ * train/common/dist.h: the MPI layer of data-parallel training, and its one-rank stand-in.
  * Built twice (CMakeLists.txt): with MHA_WITH_MPI for mha-gpt-mpi, without for mha-gpt.
  */
 #include "dist.h"

@@ -1,7 +1,7 @@
 /*
  * Data-parallel training across processes (mha-gpt train under mpirun).
  *
- * One source, train/dist.c, built twice: with MHA_WITH_MPI (mha-gpt-mpi, Open MPI) and
+ * One source, train/common/dist.c, built twice: with MHA_WITH_MPI (mha-gpt-mpi, Open MPI) and
  * without (mha-gpt: one rank, every call below a no-op or an identity, so the serial
  * program computes exactly what it did before this layer existed).
  *

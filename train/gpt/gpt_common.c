@@ -11,7 +11,7 @@
 #define OFF(f) offsetof(gpt_run_config, f)
 /* ckpt: 1 = defines the model or the data (a different explicit value on --resume is
  * refused), 2 = taken from the checkpoint unless given again, 0 = not stored. */
-/* Names of dist_sync values (train/dist.h), NULL-terminated (index = value). */
+/* Names of dist_sync values (train/common/dist.h), NULL-terminated (index = value). */
 static const char *const GRAD_SYNC_NAMES[] = {"overlap", "after", NULL};
 
 const cli_opt GPT_TRAIN_OPTS[] = {

@@ -1,11 +1,11 @@
 /*
- * Typed half of train/model.h, included twice (no include guard on purpose):
+ * Typed half of train/toy/toy_model.h, included twice (no include guard on purpose):
  *   TM_REAL = float,  TM_NAME(x) = tm_##x,  TM_MHA(x) = mha_##x
  *   TM_REAL = double, TM_NAME(x) = tmd_##x, TM_MHA(x) = mhad_##x
- * Shapes use the letters of model.h.
+ * Shapes use the letters of toy_model.h.
  */
 #if !defined(TM_REAL) || !defined(TM_NAME) || !defined(TM_MHA)
-#error "include \"model.h\", not model_api.h"
+#error "include \"toy_model.h\", not toy_model_api.h"
 #endif
 
 /* ---- The pieces, each with its backward (also used by the model) ------------ */

@@ -1,5 +1,5 @@
 /* mha-train's files: checkpoints, loss.svg, attention heat maps, example.json and
- * summary.json (train_run.h). */
+ * summary.json (toy_run.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 
 #include "st.h"
 #include "svg.h"
-#include "train_run.h"
+#include "toy_run.h"
 
 static void check_st(int st, const char *what)
 {
