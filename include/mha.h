@@ -148,5 +148,6 @@ MHA_API int mha_param_count(size_t model_dim, size_t *count);
 #include "mha_optim.h"
 #include "mha_layers.h"
 #include "mha_gpt.h"
+#include "mha_s2s.h"
 
 #endif /* MHA_H */

@@ -201,3 +201,28 @@ MHA_API int MHA_NAME(kvcache_length)(const MHA_NAME(kvcache) *kv, size_t *len);
 MHA_API int MHA_NAME(forward_cached)(MHA_NAME(module) *m, MHA_NAME(kvcache) *kv,
                                      size_t batch, size_t n_new, const MHA_REAL *x_new,
                                      MHA_REAL *out);
+
+/* ---- Cross-attention with cached keys/values (decoding an encoder–decoder) ---------- */
+
+/* Fill the cache with the keys and values of a context (an encoder's output):
+ *   K_b = x_context_b·W_kᵀ + b_k,  V_b = x_context_b·W_vᵀ + b_v   [seq_k, D] per sequence
+ * x_context [batch, seq_k, D]; key_lengths [batch] in 1 .. seq_k (keys j >= key_lengths[b]
+ * are masked, as mha_mask.key_lengths) or NULL. The cache then serves
+ * MHA_NAME(forward_cross_cached) until reset (MHA_NAME(forward_cached) refuses it:
+ * MHA_EUNSUPPORTED). seq_k <= max_len, batch <= the cache's batch (MHA_ESHAPE).
+ * MHA_EINVAL (NULL, a size 0, a length 0 or > seq_k), MHA_EMISMATCH. */
+MHA_API int MHA_NAME(kvcache_set_context)(MHA_NAME(module) *m, MHA_NAME(kvcache) *kv,
+                                          size_t batch, size_t seq_k,
+                                          const MHA_REAL *x_context, const size_t *key_lengths);
+/* Cross-attention, evaluation mode, of n_new query rows per sequence over the cached
+ * context: out [B, n_new, D] equals, up to rounding, MHA_NAME(forward) with training = 0,
+ * x_context the cached context and mask key_lengths. B must be the set_context batch
+ * (MHA_ESHAPE); MHA_ESTATE before set_context. out may be x_new. No allocation. */
+MHA_API int MHA_NAME(forward_cross_cached)(MHA_NAME(module) *m, MHA_NAME(kvcache) *kv,
+                                           size_t batch, size_t n_new, const MHA_REAL *x_new,
+                                           MHA_REAL *out);
+/* Keep sequences from[0 .. batch) of the cache: new sequence r is old sequence from[r]
+ * (keys, values and, for a context cache, its key length). batch may be smaller or larger
+ * than the current one (beam search: one copy per beam), up to the cache's capacity
+ * (MHA_ESHAPE). MHA_EINVAL for from[r] >= the current batch (when positions are cached). */
+MHA_API int MHA_NAME(kvcache_select)(MHA_NAME(kvcache) *kv, size_t batch, const size_t *from);

@@ -89,6 +89,19 @@ MHA_API int MHA_NAME(xent_forward)(size_t N, size_t V, const MHA_REAL *logits,
 MHA_API int MHA_NAME(xent_backward)(size_t N, size_t V, const MHA_REAL *logits,
                                     const int32_t *targets, double scale, MHA_REAL *dlogits);
 
+/* ---- Label-smoothed softmax cross-entropy (torch's cross_entropy(label_smoothing=ε)) ----
+ * The target distribution of a scored row is q = (1 − ε)·onehot(t) + ε/V:
+ *   loss = (1/S) Σ_{scored r} (lse(z_r) − (1 − ε)·z_r[t] − (ε/V)·Σ_v z_r[v])
+ * ε = smoothing in [0, 1); ε = 0 gives exactly MHA_NAME(xent_forward)'s value. Errors as
+ * xent_forward, and MHA_EINVAL for ε outside [0, 1). */
+MHA_API int MHA_NAME(xent_smooth_forward)(size_t N, size_t V, const MHA_REAL *logits,
+                                          const int32_t *targets, double smoothing,
+                                          double *loss, size_t *scored);
+/*   dlogits[r,:] += scale·(softmax(z_r) − q_r)   (scored rows; scale as xent_backward) */
+MHA_API int MHA_NAME(xent_smooth_backward)(size_t N, size_t V, const MHA_REAL *logits,
+                                           const int32_t *targets, double smoothing,
+                                           double scale, MHA_REAL *dlogits);
+
 /* ---- Dropout on activations (addressable, like the attention dropout) ----------------
  * Element i of call `call` is dropped iff the 32-bit output at position
  *   call·2^40 + i

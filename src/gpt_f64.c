@@ -3,3 +3,4 @@
 #define REAL double
 #define X(name) mhad_##name
 #include "gpt_core.inc"
+#include "s2s_core.inc" /* the encoder–decoder (mha_s2s_*, mha_decoder_block_*) */

@@ -1,0 +1,180 @@
+/*
+ * Typed half of mha_s2s.h, included twice (no include guard on purpose):
+ *   MHA_REAL = float,  MHA_NAME(x) = mha_##x   (mha_s2s_forward, mha_decoder_block, ...)
+ *   MHA_REAL = double, MHA_NAME(x) = mhad_##x
+ * Letters as in mha_s2s.h.
+ */
+#if !defined(MHA_REAL) || !defined(MHA_NAME)
+#error "include <mha_s2s.h>, not mha_s2s_api.h"
+#endif
+
+/* ==== Encoder block ====================================================================== */
+
+/* The encoder block is MHA_NAME(block) made with cfg.causal = 0. This forward hides each
+ * sequence's padding from its self-attention: for sequence b, keys t >= lengths[b] are
+ * masked (lengths [B], each in 1 .. T; copied, need not stay alive). lengths NULL is
+ * MHA_NAME(block_forward). Rows at padding positions are computed like the others (they
+ * attend to the real positions); a consumer that masks them as keys (the decoder's
+ * cross-attention does) never reads them, and their gradient is whatever dy says.
+ * Errors as block_forward, and MHA_EINVAL for a length 0 or > T. Backward is
+ * MHA_NAME(block_backward). */
+MHA_API int MHA_NAME(block_forward_lengths)(MHA_NAME(block) *blk, int training, size_t B,
+                                            size_t T, const MHA_REAL *x,
+                                            const size_t *lengths, MHA_REAL *y);
+
+/* ==== Decoder block ====================================================================== */
+
+typedef struct MHA_NAME(decoder_block) MHA_NAME(decoder_block);
+
+/* A decoder block for targets [B, T, C] and encoder outputs [B, S, C], B <= max_batch,
+ * T <= max_len, S <= max_src; cfg as for MHA_NAME(block_create) (cfg->causal is ignored:
+ * the self-attention is always causal). GPT-2 initialisation from cfg->seed.
+ * MHA_EINVAL, MHA_EOVERFLOW, MHA_ENOMEM. */
+MHA_API int MHA_NAME(decoder_block_create)(MHA_NAME(decoder_block) **out,
+                                           const mha_block_config *cfg, size_t max_batch,
+                                           size_t max_len, size_t max_src);
+MHA_API void MHA_NAME(decoder_block_destroy)(MHA_NAME(decoder_block) *blk);
+/* The 26 tensors in order: ln1.weight, ln1.bias, self_attn.w_q.weight … self_attn.w_o.bias
+ * (8), ln2.weight, ln2.bias, cross_attn.w_q.weight … cross_attn.w_o.bias (8), ln3.weight,
+ * ln3.bias, mlp.fc.weight, mlp.fc.bias, mlp.proj.weight, mlp.proj.bias. */
+MHA_API int MHA_NAME(decoder_block_tensor)(MHA_NAME(decoder_block) *blk, size_t i,
+                                           mha_param_info *info, MHA_REAL **param,
+                                           MHA_REAL **grad);
+MHA_API int MHA_NAME(decoder_block_reset_parameters)(MHA_NAME(decoder_block) *blk,
+                                                     uint64_t seed);
+MHA_API int MHA_NAME(decoder_block_zero_grad)(MHA_NAME(decoder_block) *blk);
+/* The self-attention (which = 0) or cross-attention (which = 1) module (borrowed). */
+MHA_API MHA_NAME(module) *MHA_NAME(decoder_block_attention)(MHA_NAME(decoder_block) *blk,
+                                                            int which);
+/* y = block(x, mem): x, y [B, T, C]; mem [B, S, C] (the encoder output); src_len [B] in
+ * 1 .. S, or NULL (no source padding). x and mem are NOT copied: keep them alive and
+ * unchanged until backward. Training applies the three residual dropouts and the
+ * attention dropouts and advances the call counter. MHA_EINVAL, MHA_ESHAPE. */
+MHA_API int MHA_NAME(decoder_block_forward)(MHA_NAME(decoder_block) *blk, int training,
+                                            size_t B, size_t T, const MHA_REAL *x, size_t S,
+                                            const MHA_REAL *mem, const size_t *src_len,
+                                            MHA_REAL *y);
+/* Given dy [B, T, C]: parameter gradients +=, dx += dL/dx, dmem += dL/dmem [B, S, C]
+ * (either may be NULL). One backward per forward (MHA_ESTATE). */
+MHA_API int MHA_NAME(decoder_block_backward)(MHA_NAME(decoder_block) *blk, const MHA_REAL *x,
+                                             const MHA_REAL *mem, const MHA_REAL *dy,
+                                             MHA_REAL *dx, MHA_REAL *dmem);
+MHA_API int MHA_NAME(decoder_block_get_call_index)(const MHA_NAME(decoder_block) *blk,
+                                                   uint64_t *n);
+MHA_API int MHA_NAME(decoder_block_set_call_index)(MHA_NAME(decoder_block) *blk, uint64_t n);
+/* As MHA_NAME(block_set_dropout_batch_offset), for all five dropouts of the block. */
+MHA_API int MHA_NAME(decoder_block_set_dropout_batch_offset)(MHA_NAME(decoder_block) *blk,
+                                                             uint64_t first);
+
+/* ==== Model ============================================================================== */
+
+typedef struct MHA_NAME(s2s) MHA_NAME(s2s);
+
+/* Make a model for batches of B <= max_batch pairs, initialised as GPT-2 from cfg->seed.
+ * *out is owned: free with MHA_NAME(s2s_destroy). MHA_EINVAL, MHA_EOVERFLOW, MHA_ENOMEM. */
+MHA_API int MHA_NAME(s2s_create)(MHA_NAME(s2s) **out, const mha_s2s_config *cfg,
+                                 size_t max_batch);
+MHA_API void MHA_NAME(s2s_destroy)(MHA_NAME(s2s) *m);
+/* The configuration with defaults resolved (mlp_dim, ln_eps). */
+MHA_API int MHA_NAME(s2s_get_config)(const MHA_NAME(s2s) *m, mha_s2s_config *cfg);
+/* The largest batch the model was made for. */
+MHA_API size_t MHA_NAME(s2s_max_batch)(const MHA_NAME(s2s) *m);
+
+/* Tensors in the order of mha_s2s.h: 2 + 16·Le + 2 + 2 + 26·Ld + 2 (+ 1 untied). */
+MHA_API size_t MHA_NAME(s2s_num_tensors)(const MHA_NAME(s2s) *m);
+MHA_API int MHA_NAME(s2s_tensor)(MHA_NAME(s2s) *m, size_t i, mha_param_info *info,
+                                 MHA_REAL **param, MHA_REAL **grad);
+MHA_API int MHA_NAME(s2s_tensor_find)(const MHA_NAME(s2s) *m, const char *name, size_t *index);
+MHA_API int MHA_NAME(s2s_param_count)(const MHA_NAME(s2s) *m, size_t *count);
+/* GPT-2 initialisation of every tensor (the model's own from PCG32(seed,
+ * MHA_PCG32_STREAM_GPT_INIT) in tensor order, each block from mha_s2s_block_seed);
+ * output projections into the residual stream use 0.02/√(2·(Le + Ld)). */
+MHA_API int MHA_NAME(s2s_reset_parameters)(MHA_NAME(s2s) *m, uint64_t seed);
+MHA_API int MHA_NAME(s2s_zero_grad)(MHA_NAME(s2s) *m);
+/* Encoder block l, decoder block l (borrowed; NULL out of range). */
+MHA_API MHA_NAME(block) *MHA_NAME(s2s_encoder_block)(MHA_NAME(s2s) *m, size_t l);
+MHA_API MHA_NAME(decoder_block) *MHA_NAME(s2s_decoder_block)(MHA_NAME(s2s) *m, size_t l);
+
+/* Forward of B pairs: src [B, S] ids in [0, Vs) with src_len [B] in 1 .. S (positions
+ * past a source's length are padding: any valid id), tgt_in [B, T] ids in [0, Vt) (the
+ * decoder's input, e.g. <s> y₁ … y_{n−1}), targets [B, T] in [0, Vt) or −1 (not scored),
+ * or NULL (no loss). All four are copied. *loss (may be NULL): the mean label-smoothed
+ * cross-entropy over scored positions (0 when none or targets NULL). Training applies
+ * dropout and advances the call counter. MHA_EINVAL (NULL, a bad id, length or target),
+ * MHA_ESHAPE (B > max_batch, S > src_context, T > tgt_context, a size 0). */
+MHA_API int MHA_NAME(s2s_forward)(MHA_NAME(s2s) *m, int training, size_t B, size_t S,
+                                  const int32_t *src, const size_t *src_len, size_t T,
+                                  const int32_t *tgt_in, const int32_t *targets, double *loss);
+/* Gradients of the last forward's mean loss, accumulated into every parameter's gradient.
+ * One backward per forward with targets (MHA_ESTATE otherwise). */
+MHA_API int MHA_NAME(s2s_backward)(MHA_NAME(s2s) *m);
+/* Number of scored positions of the last forward. */
+MHA_API size_t MHA_NAME(s2s_scored)(const MHA_NAME(s2s) *m);
+
+/* Saved activations of the last forward (borrowed, valid until the next forward or
+ * decoding call): logits [B, T, Vt]; the encoder output mem [B, S, C]. NULL before any. */
+MHA_API const MHA_REAL *MHA_NAME(s2s_logits)(const MHA_NAME(s2s) *m, size_t shape[3]);
+MHA_API const MHA_REAL *MHA_NAME(s2s_memory)(const MHA_NAME(s2s) *m, size_t shape[3]);
+/* Cross-attention weights P [B, H, T, S] of decoder block l in the last forward (STORED
+ * mode only; MHA_EUNSUPPORTED otherwise): the letter × phone alignment. */
+MHA_API int MHA_NAME(s2s_cross_attention)(const MHA_NAME(s2s) *m, size_t l,
+                                          const MHA_REAL **weights, size_t shape[4]);
+
+/* Dropout call counter of the whole model (all blocks and embeddings advance together). */
+MHA_API int MHA_NAME(s2s_get_call_index)(const MHA_NAME(s2s) *m, uint64_t *n);
+MHA_API int MHA_NAME(s2s_set_call_index)(MHA_NAME(s2s) *m, uint64_t n);
+/* The next batches are pairs [first, first + B) of a larger batch (data parallelism):
+ * every dropout draws those pairs' masks. Errors as gpt_set_dropout_batch_offset. */
+MHA_API int MHA_NAME(s2s_set_dropout_batch_offset)(MHA_NAME(s2s) *m, uint64_t first);
+
+/* ==== Decoding with key/value caches ====================================================== */
+
+/* Caches for decoding up to `rows` hypotheses at once (words × beam width) of up to
+ * max_len target positions (<= tgt_context), for sources of up to max_src positions:
+ * per decoder block the self-attention's key/value cache and the cross-attention's keys
+ * and values of each source (computed once per source by s2s_infer_encode). Owned; free
+ * with MHA_NAME(s2s_infer_destroy). MHA_EINVAL, MHA_ESHAPE (max_len > tgt_context or
+ * max_src > src_context), MHA_EOVERFLOW, MHA_ENOMEM. */
+typedef struct MHA_NAME(s2s_infer) MHA_NAME(s2s_infer);
+MHA_API int MHA_NAME(s2s_infer_create)(MHA_NAME(s2s_infer) **out, MHA_NAME(s2s) *m,
+                                       size_t rows, size_t max_src, size_t max_len);
+MHA_API void MHA_NAME(s2s_infer_destroy)(MHA_NAME(s2s_infer) *s);
+
+/* Run the encoder (evaluation mode) on B sources (B <= the model's max_batch and <= rows)
+ * and compute every decoder block's cross-attention keys and values from its output; the
+ * decoder caches are emptied and row b decodes source b. Uses the model's activation
+ * buffers (a pending backward is lost: MHA_ESTATE until the next forward). */
+MHA_API int MHA_NAME(s2s_infer_encode)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B,
+                                       size_t S, const int32_t *src, const size_t *src_len);
+/* Keep rows from[0 .. n): new row r continues old row from[r] (its source and its decoded
+ * positions); n may be smaller (drop finished rows) or larger (one row per beam) than the
+ * current number of rows, up to `rows`. MHA_EINVAL for from[r] out of range. */
+MHA_API int MHA_NAME(s2s_infer_select)(MHA_NAME(s2s_infer) *s, size_t n, const size_t *from);
+/* Number of rows and decoded positions. */
+MHA_API int MHA_NAME(s2s_infer_shape)(const MHA_NAME(s2s_infer) *s, size_t *rows, size_t *len);
+/* Feed one token per row (tokens [rows], ids in [0, Vt)) at the next position and write
+ * logits [rows, Vt] for the position after it: equal, up to rounding, to the logits of
+ * MHA_NAME(s2s_forward) (evaluation mode) at that position. MHA_ESHAPE past max_len. */
+MHA_API int MHA_NAME(s2s_infer_step)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s,
+                                     const int32_t *tokens, MHA_REAL *logits);
+
+/* Greedy decoding of B sources (B <= min(max_batch, rows of s)): start from token bos,
+ * take the most likely token (lowest id on ties) until eos or max_len tokens. out
+ * [B, max_len] gets the tokens before eos, len [B] their number, logprob [B] (may be
+ * NULL) Σ log P of the chosen tokens including eos when it was reached. max_len <= the
+ * cache's max_len − 1 is not required: at most the cache's max_len positions are fed. */
+MHA_API int MHA_NAME(s2s_greedy)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B, size_t S,
+                                 const int32_t *src, const size_t *src_len, int32_t bos,
+                                 int32_t eos, size_t max_len, int32_t *out, size_t *len,
+                                 double *logprob);
+/* Beam search of width K for B sources (B·K <= rows of s, B <= max_batch): K hypotheses
+ * per source grow one token at a time from bos; a hypothesis that takes eos is finished.
+ * A source stops when K hypotheses are finished or max_len tokens are reached (the live
+ * ones then count, unfinished). The nbest (<= K) best by score = logprob / (len + 1)^alpha
+ * (alpha 0: plain log-probability; 1: per token) are written for each source b:
+ * hyps [B, nbest], tokens [B, nbest, max_len]. Ties keep the lower token id / earlier
+ * hypothesis. MHA_EINVAL (K or nbest 0, nbest > K, alpha < 0 or not finite). */
+MHA_API int MHA_NAME(s2s_beam)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B, size_t S,
+                               const int32_t *src, const size_t *src_len, int32_t bos,
+                               int32_t eos, size_t max_len, size_t K, size_t nbest,
+                               double alpha, mha_s2s_hyp *hyps, int32_t *tokens);
