@@ -1,0 +1,365 @@
+/* mha-g2p: options, the model with its optimizer and checkpoint layout, checkpoints
+ * (g2p_prog.h). */
+#include "g2p_prog.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#define OFF(f) offsetof(g2p_config, f)
+/* ckpt: 1 = defines the model or the data (a different explicit value on --resume is
+ * refused), 2 = taken from the checkpoint unless given again, 0 = not stored. */
+static const char *const FORMAT_NAMES[] = {"auto", "cmudict", "tsv", NULL};
+
+const cli_opt G2P_TRAIN_OPTS[] = {
+    {"data", CLI_PATH, OFF(data), 0, 0, 2, "FILE",
+     "pronunciation dictionary: CMUdict lines 'WORD  PH PH ...' (WORD(1) for alternates), or "
+     "'source<TAB>target tokens' lines for any sequence-to-sequence job; split by word "
+     "(FNV-1a 64 mod 20: 0-1 test, 2 validation, the rest training)", NULL},
+    {"data-format", CLI_CHOICE, OFF(format), 0, 0, 1, "F",
+     "auto (TSV if the first entry has a TAB) | cmudict | tsv", FORMAT_NAMES},
+    {"enc-layers", CLI_SIZE, OFF(enc_layers), 1, 64, 1, "N", "encoder blocks", NULL},
+    {"dec-layers", CLI_SIZE, OFF(dec_layers), 1, 64, 1, "N", "decoder blocks", NULL},
+    {"heads", CLI_SIZE, OFF(heads), 1, 1024, 1, "H", "attention heads (must divide --dim)",
+     NULL},
+    {"dim", CLI_SIZE, OFF(dim), 1, 4096, 1, "C", "model width", NULL},
+    {"mlp-dim", CLI_SIZE, OFF(mlp_dim), 0, 65536, 1, "F", "MLP width (0 = 4C)", NULL},
+    {"batch", CLI_SIZE, OFF(batch), 1, 4096, 1, "B",
+     "pronunciations per training step (batches group words of similar length)", NULL},
+    {"steps", CLI_U64, OFF(steps), 1, 1e9, 2, "N",
+     "training steps (with --resume, a larger N continues a run)", NULL},
+    {"lr", CLI_DBL, OFF(lr), 0, 1e6, 2, "X", "peak learning rate (after warm-up)", NULL},
+    {"min-lr", CLI_DBL, OFF(min_lr), 0, 1e6, 2, "X",
+     "learning rate at the end of the cosine decay (<= --lr)", NULL},
+    {"warmup", CLI_U64, OFF(warmup), 0, 1e9, 2, "N",
+     "linear warm-up steps (scaled down to a tenth of --steps when that is smaller)", NULL},
+    {"beta2", CLI_DBL, OFF(beta2), 0, 0.999999, 2, "X", "AdamW beta2 (beta1 0.9, eps 1e-8)",
+     NULL},
+    {"weight-decay", CLI_DBL, OFF(weight_decay), 0, 1000, 2, "X",
+     "AdamW decoupled weight decay, on matmul weights only", NULL},
+    {"clip", CLI_DBL, OFF(clip), 0, 1e12, 2, "X", "clip the global gradient norm (0 = off)",
+     NULL},
+    {"dropout", CLI_DBL, OFF(dropout), 0, 0.99, 1, "P",
+     "dropout on attention weights, residual branches and embeddings (training only)", NULL},
+    {"label-smoothing", CLI_DBL, OFF(label_smoothing), 0, 0.99, 1, "E",
+     "label smoothing of the training loss", NULL},
+    {"seed", CLI_U64, OFF(seed), 0, 18446744073709551615.0, 1, "N",
+     "seed of the initial weights, dropout and the batch order", NULL},
+    {"eval-every", CLI_U64, OFF(eval_every), 1, 1e9, 2, "N",
+     "steps between greedy evaluations on the validation words (also at the last step)", NULL},
+    {"eval-words", CLI_SIZE, OFF(eval_words), 1, 1e9, 2, "N",
+     "validation words decoded per evaluation (the first N; all when fewer)", NULL},
+    CLI_OPT_CKPT_EVERY(OFF(ckpt_every)),
+    CLI_OPT_STOP_AFTER(OFF(stop_after)),
+    CLI_OPT_THREADS(OFF(threads)),
+    {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
+     "output directory (with --resume: the checkpoint's directory unless given)", NULL},
+    {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
+     "continue from a checkpoint; options not given come from it", NULL},
+    /* derived from the data at the start of a run; stored so a model knows its sizes */
+    {"src-context", CLI_SIZE, OFF(src_context), 0, G2P_MAX_POS, 1, "N",
+     "source positions of the model (0 = the longest word of the data)", NULL},
+    {"tgt-context", CLI_SIZE, OFF(tgt_context), 0, G2P_MAX_POS, 1, "N",
+     "target positions of the model (0 = the longest pronunciation + 1)", NULL},
+};
+const size_t G2P_N_TRAIN_OPTS = sizeof G2P_TRAIN_OPTS / sizeof G2P_TRAIN_OPTS[0];
+
+#define G2P_OPT_MODEL                                                                        \
+    {"model", CLI_PATH, OFF(model), 0, 0, 0, "FILE",                                        \
+     "a model of mha-g2p train (best.safetensors or checkpoint.safetensors)", NULL}
+#define G2P_OPT_BEAM                                                                         \
+    {"beam", CLI_SIZE, OFF(beam), 1, 64, 0, "K", "beam width (1 = greedy)", NULL}
+#define G2P_OPT_ALPHA                                                                        \
+    {"alpha", CLI_DBL, OFF(alpha), 0, 10, 0, "A",                                           \
+     "beam length normalisation: hypotheses ranked by logprob / (length + 1)^A", NULL}
+#define G2P_OPT_THREADS                                                                      \
+    {"threads", CLI_INT, OFF(run_threads), 0, CLI_MAX_THREADS, 0, "N",                      \
+     "threads (0 = all cores); at most 4 x the online CPUs", NULL}
+
+const cli_opt G2P_PRONOUNCE_OPTS[] = {
+    G2P_OPT_MODEL, G2P_OPT_BEAM,
+    {"nbest", CLI_SIZE, OFF(nbest), 1, 64, 0, "N",
+     "pronunciations per word (<= --beam), as WORD, WORD(1), ... each with '# logprob' after "
+     "it when N > 1", NULL},
+    G2P_OPT_ALPHA, G2P_OPT_THREADS,
+};
+const size_t G2P_N_PRONOUNCE_OPTS = sizeof G2P_PRONOUNCE_OPTS / sizeof G2P_PRONOUNCE_OPTS[0];
+
+const cli_opt G2P_EVAL_OPTS[] = {
+    G2P_OPT_MODEL, G2P_OPT_BEAM, G2P_OPT_ALPHA,
+    {"dict", CLI_PATH, OFF(dict), 0, 0, 0, "FILE",
+     "dictionary to score: every usable word of it (default: the test words of the "
+     "model's own --data)", NULL},
+    {"out", CLI_PATH, OFF(eval_out), 0, 0, 0, "DIR",
+     "where eval.json and errors.txt (the words it got wrong) are written", NULL},
+    G2P_OPT_THREADS,
+};
+const size_t G2P_N_EVAL_OPTS = sizeof G2P_EVAL_OPTS / sizeof G2P_EVAL_OPTS[0];
+
+#ifndef MHA_G2P_SOURCE_DIR
+#define MHA_G2P_SOURCE_DIR "."
+#endif
+
+void g2p_default_path(char *out, size_t cap, const char *rel)
+{
+    if (access(rel, F_OK) == 0)
+        snprintf(out, cap, "%s", rel);
+    else
+        snprintf(out, cap, "%s/%s", MHA_G2P_SOURCE_DIR, rel);
+}
+
+void g2p_defaults(g2p_config *c)
+{
+    memset(c, 0, sizeof *c);
+    g2p_default_path(c->data, sizeof c->data, "data/cmudict.dict");
+    c->format = G2P_FMT_AUTO;
+    c->enc_layers = 3;
+    c->dec_layers = 3;
+    c->heads = 4;
+    c->dim = 192;
+    c->mlp_dim = 640;
+    c->batch = 128;
+    c->steps = 6000;
+    c->lr = 1.5e-3;
+    c->min_lr = 1e-5;
+    c->warmup = 600;
+    c->beta2 = 0.98;
+    c->weight_decay = 0.01;
+    c->clip = 1.0;
+    c->dropout = 0.1;
+    c->label_smoothing = 0.1;
+    c->seed = 1337;
+    c->eval_every = 1000;
+    c->eval_words = 1000000;
+    c->ckpt_every = 1000;
+    c->threads = 2;
+    snprintf(c->out, sizeof c->out, "runs/g2p");
+    g2p_default_path(c->model, sizeof c->model, "models/g2p-cmudict.safetensors");
+    c->beam = 1;
+    c->nbest = 1;
+    c->alpha = 1.0;
+    c->run_threads = 2;
+}
+
+/* ---- model, optimizer, checkpoint layout ----------------------------------------------- */
+
+void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,
+                    const g2p_vocab *tgt, size_t max_batch, int with_optimizer)
+{
+    memset(r, 0, sizeof *r);
+    r->best_wer = INFINITY;
+    if (g2p_vocab_copy(&r->src, src) != MHA_OK || g2p_vocab_copy(&r->tgt, tgt) != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    mha_s2s_config mc = {.src_vocab = src->n, .tgt_vocab = tgt->n,
+                         .src_context = cfg->src_context, .tgt_context = cfg->tgt_context,
+                         .enc_layers = cfg->enc_layers, .dec_layers = cfg->dec_layers,
+                         .heads = cfg->heads, .dim = cfg->dim, .mlp_dim = cfg->mlp_dim,
+                         .attn_dropout = cfg->dropout, .resid_dropout = cfg->dropout,
+                         .label_smoothing = cfg->label_smoothing, .seed = cfg->seed,
+                         .threads = with_optimizer ? cfg->threads : cfg->run_threads,
+                         .attn_mode = MHA_ATTN_STORED};
+    cli_check(mha_s2s_create(&r->m, &mc, max_batch), "cannot create the model");
+    if (with_optimizer) {
+        mha_optim_config oc;
+        cli_check(mha_optim_default_config(MHA_OPTIM_ADAMW, &oc), "optimizer");
+        oc.beta1 = 0.9;
+        oc.beta2 = cfg->beta2;
+        oc.eps = 1e-8;
+        oc.weight_decay = cfg->weight_decay;
+        cli_check(mha_optim_create(&r->opt, &oc), "cannot create the optimizer");
+    }
+    r->n_pt = mha_s2s_num_tensors(r->m);
+    r->pt = calloc(r->n_pt, sizeof *r->pt);
+    if (!r->pt)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    size_t total = 0;
+    for (size_t i = 0; i < r->n_pt; i++) {
+        mha_param_info info;
+        float *p, *grad;
+        cli_check(mha_s2s_tensor(r->m, i, &info, &p, &grad), "model tensors");
+        ckpt_tensor *t = &r->pt[i];
+        snprintf(t->name, sizeof t->name, "%s", info.name);
+        t->p = p;
+        t->ndim = info.ndim;
+        t->shape[0] = info.shape[0];
+        t->shape[1] = info.ndim == 2 ? info.shape[1] : 0;
+        t->numel = info.numel;
+        total += info.numel;
+        if (with_optimizer) {
+            double wd = info.decay ? cfg->weight_decay : 0.0;
+            cli_check(mha_optim_add_decay(r->opt, info.name, p, grad, info.numel, wd),
+                      "optimizer");
+            cli_check(mha_optim_group(r->opt, i, NULL, NULL, &t->m, &t->v), "optimizer");
+        }
+    }
+    if (!with_optimizer) { /* a checkpoint's moments are read (and validated), not used */
+        r->scratch = calloc(2 * total + 1, sizeof(float));
+        if (!r->scratch)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        size_t off = 0;
+        for (size_t i = 0; i < r->n_pt; i++) {
+            r->pt[i].m = r->scratch + off;
+            r->pt[i].v = r->scratch + total + off;
+            off += r->pt[i].numel;
+        }
+    }
+}
+
+void g2p_run_destroy(g2p_run *r)
+{
+    mha_optim_destroy(r->opt);
+    mha_s2s_destroy(r->m);
+    g2p_vocab_free(&r->src);
+    g2p_vocab_free(&r->tgt);
+    free(r->pt);
+    free(r->scratch);
+    memset(r, 0, sizeof *r);
+}
+
+ckpt_layout g2p_run_layout(g2p_run *r, int with_moments)
+{
+    size_t n = 0;
+    r->s[n++] = (ckpt_state){"train.step", ST_U64, 0, 0, &r->step};
+    r->s[n++] = (ckpt_state){"best.step", ST_U64, 0, 0, &r->best_step};
+    r->s[n++] = (ckpt_state){"best.val_wer", ST_F64, 0, 0, &r->best_wer};
+    if (with_moments) {
+        r->s[n++] = (ckpt_state){"optimizer.step", ST_U64, 0, 0, &r->optim_t};
+        r->s[n++] = (ckpt_state){"data.rng", ST_U64, 1, 2, r->rng};
+        r->s[n++] = (ckpt_state){"data.epoch", ST_U64, 0, 0, &r->epoch};
+        r->s[n++] = (ckpt_state){"data.batch", ST_U64, 0, 0, &r->batch_in_epoch};
+        r->s[n++] = (ckpt_state){"dropout.call_index", ST_U64, 0, 0, &r->call_index};
+    }
+    ckpt_layout c = {r->pt, r->n_pt, {NULL, NULL}, r->s, n,
+                     "(a checkpoint of another model size?)"};
+    if (with_moments) {
+        c.moment[0] = "exp_avg";
+        c.moment[1] = "exp_avg_sq";
+    }
+    return c;
+}
+
+/* A vocabulary as a JSON array of its symbols (owned string). */
+static char *vocab_json(const g2p_vocab *v)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < v->n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(v->sym[i]));
+    char *s = a ? cJSON_PrintUnformatted(a) : NULL;
+    cJSON_Delete(a);
+    if (!s)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    return s;
+}
+
+void g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments)
+{
+    ckpt_meta meta = {0};
+    char *vs = vocab_json(&r->src), *vt = vocab_json(&r->tgt), el[32];
+    snprintf(el, sizeof el, "%.3f", r->elapsed);
+    if (ckpt_meta_init(&meta, G2P_CKPT_FORMAT, G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, cfg) ||
+        ckpt_meta_add(&meta, "src_vocab", vs) || ckpt_meta_add(&meta, "tgt_vocab", vt) ||
+        ckpt_meta_add(&meta, "elapsed_seconds", el))
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    free(vs);
+    free(vt);
+    ckpt_layout lay = g2p_run_layout(r, with_moments);
+    char err[2 * CLI_PATH_CAP] = "";
+    if (ckpt_save(path, &lay, &meta, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, err);
+    ckpt_meta_free(&meta);
+}
+
+/* Parse a JSON array of symbols (metadata `key`) into a vocabulary. Exit 2. */
+static void vocab_from_meta(const st_file *f, const char *key, size_t n_special,
+                            const char *what, g2p_vocab *v)
+{
+    const char *s = st_meta(f, key);
+    if (!s)
+        cli_die(CLI_EXIT_USAGE, "%s: its metadata has no \"%s\" (not a model of mha-g2p?)",
+                what, key);
+    cJSON *a = cJSON_Parse(s);
+    const size_t n = cJSON_IsArray(a) ? (size_t)cJSON_GetArraySize(a) : 0;
+    if (n <= n_special || n > 1000000)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata %s is not a vocabulary", what, key);
+    const char **sym = calloc(n, sizeof *sym);
+    if (!sym)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    size_t i = 0;
+    for (cJSON *e = a->child; e; e = e->next, i++) {
+        if (!cJSON_IsString(e))
+            cli_die(CLI_EXIT_USAGE, "%s: metadata %s: entry %zu is not a string", what, key, i);
+        sym[i] = e->valuestring;
+    }
+    char err[512];
+    if (g2p_vocab_make(v, sym, n, n_special, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata %s: %s", what, key, err);
+    free(sym);
+    cJSON_Delete(a);
+}
+
+st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
+                             g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt)
+{
+    st_file *f = NULL;
+    char err[2 * CLI_PATH_CAP] = "";
+    if (st_load(path, &f, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    const char *fmt = st_meta(f, "format");
+    if (!fmt || strcmp(fmt, G2P_CKPT_FORMAT) != 0)
+        cli_die(CLI_EXIT_USAGE, "%s: %s is not a model of mha-g2p (its format is %s)", what,
+                path, fmt ? fmt : "not given");
+    int *none = calloc(G2P_N_TRAIN_OPTS, sizeof *none);
+    if (!none)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    if (ckpt_config_from_meta(f, path, what, G2P_CKPT_FORMAT, G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS,
+                              explicit_opt ? explicit_opt : none, cfg, sizeof *cfg, err,
+                              sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s", err);
+    free(none);
+    if (cfg->dim % cfg->heads != 0)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata heads %zu does not divide dim %zu", what,
+                cfg->heads, cfg->dim);
+    const char *me = st_meta(f, "elapsed_seconds");
+    char *end = NULL;
+    const double el = me ? strtod(me, &end) : NAN;
+    if (!me || end == me || *end != '\0' || !(el >= 0 && el < 1e12))
+        cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds is missing or not a duration",
+                what);
+    cfg->elapsed = el;
+    vocab_from_meta(f, "src_vocab", G2P_SRC_NSPECIAL, what, src);
+    vocab_from_meta(f, "tgt_vocab", G2P_NSPECIAL, what, tgt);
+    /* the tensors must have this configuration's shapes before a model is allocated */
+    const size_t C = cfg->dim;
+    struct {
+        char name[64];
+        size_t ndim, shape[2];
+    } need[4] = {{"src_emb.weight", 2, {src->n, C}}, {"tgt_emb.weight", 2, {tgt->n, C}},
+                 {"tgt_pos.weight", 2, {cfg->tgt_context, C}}, {"", 2, {0, C}}};
+    snprintf(need[3].name, sizeof need[3].name, "decoder.%zu.mlp.fc.weight",
+             cfg->dec_layers - 1);
+    need[3].shape[0] = cfg->mlp_dim ? cfg->mlp_dim : 4 * C;
+    for (size_t i = 0; i < 4; i++)
+        if (st_get(f, need[i].name, ST_F32, need[i].ndim, need[i].shape, NULL, err,
+                   sizeof err) != MHA_OK)
+            cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    return f;
+}
+
+void g2p_load_model(g2p_run *r, const g2p_config *cfg, st_file *f, const char *what,
+                    const g2p_vocab *src, const g2p_vocab *tgt, size_t max_batch)
+{
+    g2p_run_create(r, cfg, src, tgt, max_batch, 0);
+    char name[CKPT_NAME_CAP + 32];
+    snprintf(name, sizeof name, "optimizer.exp_avg.%s", r->pt[0].name);
+    int with_moments = 0;
+    for (size_t i = 0; i < st_count(f); i++)
+        if (strcmp(st_name(f, i), name) == 0)
+            with_moments = 1;
+    ckpt_layout lay = g2p_run_layout(r, with_moments);
+    char err[2 * CLI_PATH_CAP] = "";
+    if (ckpt_load(f, &lay, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+}

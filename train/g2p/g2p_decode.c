@@ -1,0 +1,185 @@
+/* mha-g2p: decoding many words in batches of similar length, and scoring a split
+ * (g2p_prog.h). */
+#include "g2p_prog.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    return p;
+}
+
+void g2p_decoder_init(g2p_decoder *d, mha_s2s *m, size_t beam, size_t nbest, double alpha)
+{
+    memset(d, 0, sizeof *d);
+    mha_s2s_config mc;
+    cli_check(mha_s2s_get_config(m, &mc), "model");
+    d->m = m;
+    d->beam = beam;
+    d->nbest = nbest;
+    d->alpha = alpha;
+    d->max_src = mc.src_context;
+    d->max_tgt = mc.tgt_context;
+    /* words per batch: at most what the model's encoder buffers hold */
+    const size_t mb = mha_s2s_max_batch(m), B = mb < G2P_DECODE_BATCH ? mb : G2P_DECODE_BATCH;
+    d->batch = B;
+    cli_check(mha_s2s_infer_create(&d->inf, m, B * beam, d->max_src, d->max_tgt),
+              "decoder caches");
+    d->src = xcalloc(B * d->max_src, sizeof *d->src);
+    d->len = xcalloc(B, sizeof *d->len);
+    d->out = xcalloc(B * nbest * d->max_tgt, sizeof *d->out);
+    d->out_len = xcalloc(B * nbest, sizeof *d->out_len);
+    d->logprob = xcalloc(B * nbest, sizeof *d->logprob);
+    d->hyps = xcalloc(B * nbest, sizeof *d->hyps);
+}
+
+void g2p_decoder_free(g2p_decoder *d)
+{
+    mha_s2s_infer_destroy(d->inf);
+    free(d->src);
+    free(d->len);
+    free(d->out);
+    free(d->out_len);
+    free(d->logprob);
+    free(d->hyps);
+    memset(d, 0, sizeof *d);
+}
+
+/* Order of words by source length (then index: stable), for batches with little padding. */
+static const size_t *g_lens;
+static int by_len(const void *a, const void *b)
+{
+    const size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    if (g_lens[i] != g_lens[j])
+        return g_lens[i] < g_lens[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, const size_t *lens,
+                      int32_t *out_tok, size_t *out_len, double *logprob, double *score)
+{
+    size_t *order = xcalloc(n, sizeof *order);
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    g_lens = lens;
+    qsort(order, n, sizeof *order, by_len);
+    const size_t K = d->nbest, L = d->max_tgt, maxlen = L; /* tokens before </s> */
+    /* greedy and beam may emit up to max_tgt tokens; the model saw at most max_tgt − 1 */
+    for (size_t b0 = 0; b0 < n; b0 += d->batch) {
+        const size_t B = n - b0 < d->batch ? n - b0 : d->batch;
+        size_t S = 1;
+        for (size_t b = 0; b < B; b++)
+            S = lens[order[b0 + b]] > S ? lens[order[b0 + b]] : S;
+        for (size_t b = 0; b < B; b++) { /* src [B, S], padded with G2P_PAD */
+            const size_t w = order[b0 + b];
+            memset(d->src + b * S, 0, S * sizeof *d->src);
+            memcpy(d->src + b * S, srcs[w], lens[w] * sizeof *d->src);
+            d->len[b] = lens[w];
+        }
+        if (d->beam == 1) {
+            cli_check(mha_s2s_greedy(d->m, d->inf, B, S, d->src, d->len, G2P_BOS, G2P_EOS,
+                                     maxlen, d->out, d->out_len, d->logprob),
+                      "greedy decoding");
+            for (size_t b = 0; b < B; b++) {
+                const size_t w = order[b0 + b];
+                memcpy(out_tok + w * L, d->out + b * maxlen, d->out_len[b] * sizeof *out_tok);
+                out_len[w] = d->out_len[b];
+                if (logprob)
+                    logprob[w] = d->logprob[b];
+                if (score)
+                    score[w] = d->logprob[b];
+            }
+            continue;
+        }
+        cli_check(mha_s2s_beam(d->m, d->inf, B, S, d->src, d->len, G2P_BOS, G2P_EOS, maxlen,
+                               d->beam, K, d->alpha, d->hyps, d->out),
+                  "beam search");
+        for (size_t b = 0; b < B; b++)
+            for (size_t k = 0; k < K; k++) {
+                const size_t w = order[b0 + b], o = w * K + k, in = b * K + k;
+                memcpy(out_tok + o * L, d->out + in * maxlen,
+                       d->hyps[in].len * sizeof *out_tok);
+                out_len[o] = d->hyps[in].len;
+                if (logprob)
+                    logprob[o] = d->hyps[in].logprob;
+                if (score)
+                    score[o] = d->hyps[in].score;
+            }
+    }
+    free(order);
+}
+
+size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_t *map,
+                       size_t map_n, g2p_tally *stress, g2p_tally *nostress, size_t limit,
+                       unsigned char *wrong, int32_t *hyp_tok, size_t *hyp_len)
+{
+    size_t first = 0, count = 0;
+    const size_t *words = NULL;
+    size_t *all = NULL;
+    if (split >= 0) {
+        first = s->words_off[split];
+        count = s->words_off[split + 1] - first;
+        words = s->word_idx + first;
+    } else { /* every usable word */
+        all = xcalloc(s->n_words, sizeof *all);
+        for (size_t w = 0; w < s->n_words; w++)
+            if (s->usable[w])
+                all[count++] = w;
+        words = all;
+    }
+    if (count > limit)
+        count = limit;
+    const size_t K = d->nbest, L = d->max_tgt;
+    const int32_t **srcs = xcalloc(count, sizeof *srcs);
+    size_t *lens = xcalloc(count, sizeof *lens);
+    int32_t *tok = xcalloc(count * K * L, sizeof *tok);
+    size_t *tlen = xcalloc(count * K, sizeof *tlen);
+    for (size_t i = 0; i < count; i++) {
+        const size_t w = words[i];
+        srcs[i] = s->src + s->src_off[w];
+        lens[i] = s->src_off[w + 1] - s->src_off[w];
+    }
+    g2p_decode_words(d, count, srcs, lens, tok, tlen, NULL, NULL);
+    g2p_scorer sc;
+    char err[256];
+    cli_check(g2p_scorer_init(&sc, map, map_n), "scorer");
+    /* references of word w: pronunciations [pron_off[w], pron_off[w+1]) as offsets into tgt */
+    size_t *ref_off = NULL, cap = 0;
+    for (size_t i = 0; i < count; i++) {
+        const size_t w = words[i], p0 = s->pron_off[w], np = s->pron_off[w + 1] - p0;
+        if (np + 1 > cap) {
+            cap = 2 * (np + 1);
+            ref_off = realloc(ref_off, cap * sizeof *ref_off);
+            if (!ref_off)
+                cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        }
+        const size_t base = s->tgt_off[p0];
+        for (size_t k = 0; k <= np; k++) /* pronunciations are contiguous in tgt */
+            ref_off[k] = s->tgt_off[p0 + k] - base;
+        g2p_closest c[2];
+        const int32_t *h = tok + i * K * L;
+        if (g2p_scorer_add(&sc, h, tlen[i * K], s->tgt + base, ref_off, np, c, err,
+                           sizeof err) != MHA_OK)
+            cli_die(CLI_EXIT_RUNTIME, "scoring: %s", err);
+        if (wrong)
+            wrong[i] = c[0].dist != 0 || c[0].len != tlen[i * K] ? 1 : 0;
+        if (hyp_tok)
+            memcpy(hyp_tok + i * L, h, tlen[i * K] * sizeof *hyp_tok);
+        if (hyp_len)
+            hyp_len[i] = tlen[i * K];
+    }
+    *stress = sc.stress;
+    *nostress = sc.nostress;
+    g2p_scorer_free(&sc);
+    free(ref_off);
+    free(srcs);
+    free(lens);
+    free(tok);
+    free(tlen);
+    free(all);
+    return count;
+}

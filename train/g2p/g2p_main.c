@@ -1,0 +1,378 @@
+/*
+ * mha-g2p — pronunciations of words with an encoder–decoder Transformer (include/mha_s2s.h):
+ *   mha-g2p train [options]       train on a pronunciation dictionary (g2p_train.c)
+ *   mha-g2p pronounce [WORD ...]  pronounce words (arguments, or one per line on stdin)
+ *   mha-g2p eval [options]        WER and PER on the test words (or a dictionary)
+ */
+#include "g2p_prog.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "report.h"
+
+
+
+static void usage(void)
+{
+    g2p_config d;
+    g2p_defaults(&d);
+    printf("usage: mha-g2p train [options]        train a pronunciation model\n"
+           "       mha-g2p pronounce [options] [WORD ...]\n"
+           "                                      pronounce words (or one per line on stdin),\n"
+           "                                      printed as dictionary lines 'WORD  PH PH ...'\n"
+           "       mha-g2p eval [options]         WER and PER on the test words\n\n"
+           "train options:\n");
+    cli_print_options(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, &d);
+    printf("\npronounce options:\n");
+    cli_print_options(G2P_PRONOUNCE_OPTS, G2P_N_PRONOUNCE_OPTS, &d);
+    printf("\neval options:\n");
+    cli_print_options(G2P_EVAL_OPTS, G2P_N_EVAL_OPTS, &d);
+    printf("\nExit status: 0 done, 1 runtime error, 2 bad option or input (pronounce: a word "
+           "it cannot spell; the others are still pronounced), 3 training diverged, 130/143 "
+           "stopped by SIGINT/SIGTERM (a checkpoint was written).\n");
+}
+
+/* Options of a command into cfg; exit 2 on a bad one. Positional arguments (pronounce's
+ * words) are returned in *words / *n_words when words != NULL. */
+static void parse(const cli_opt *opts, size_t n, int argc, char **argv, g2p_config *cfg,
+                  char ***words, size_t *n_words)
+{
+    g2p_defaults(cfg);
+    const char **vals = calloc(n, sizeof *vals);
+    char **rest = calloc((size_t)argc + 1, sizeof *rest), **opt_argv = calloc((size_t)argc + 1,
+                                                                             sizeof *opt_argv);
+    if (!vals || !rest || !opt_argv)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    int na = 0;
+    size_t nr = 0;
+    for (int i = 2; i < argc; i++) { /* split words from options ("--x v" or "--x=v") */
+        if (words && argv[i][0] != '-') {
+            rest[nr++] = argv[i];
+            continue;
+        }
+        opt_argv[na++] = argv[i];
+        const size_t k = argv[i][0] == '-' && argv[i][1] == '-' && !strchr(argv[i], '=')
+                             ? cli_index(opts, n, argv[i] + 2)
+                             : n;
+        if (k < n && opts[k].type != CLI_FLAG && i + 1 < argc)
+            opt_argv[na++] = argv[++i];
+    }
+    cli_collect(opts, n, na, opt_argv, 0, vals);
+    cli_apply(opts, n, vals, cfg);
+    free(vals);
+    free(opt_argv);
+    if (words) {
+        *words = rest;
+        *n_words = nr;
+    } else {
+        free(rest);
+    }
+}
+
+/* A word's source ids with the model's alphabet: as given, else upper- or lower-cased
+ * when that spells it (CMUdict's words are upper case). Returns the length, or −1 with
+ * *bad the byte offset of the first character the alphabet lacks. */
+static long spell(const g2p_vocab *src, char *word, int32_t *ids, size_t cap, size_t *bad)
+{
+    long n = g2p_encode_word(src, word, ids, cap, bad);
+    for (int pass = 0; n < 0 && pass < 2; pass++) {
+        char *w = strdup(word);
+        if (!w)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        for (char *p = w; *p; p++)
+            if ((unsigned char)*p < 128)
+                *p = (char)(pass == 0 ? toupper((unsigned char)*p) : tolower((unsigned char)*p));
+        size_t b2;
+        long n2 = g2p_encode_word(src, w, ids, cap, &b2);
+        if (n2 >= 0) {
+            strcpy(word, w); /* the spelling the model knows, as printed */
+            n = n2;
+        }
+        free(w);
+    }
+    return n;
+}
+
+/* Open the model of cfg->model for decoding. */
+static void open_model(g2p_config *cfg, g2p_run *r, size_t beam)
+{
+    g2p_vocab src = {0}, tgt = {0};
+    char what[CLI_PATH_CAP + 32];
+    snprintf(what, sizeof what, "cannot use model %s", cfg->model);
+    const int threads = cli_check_threads(cfg->run_threads, 1);
+    st_file *f = g2p_open_checkpoint(cfg->model, what, NULL, cfg, &src, &tgt);
+    cfg->run_threads = threads;
+    (void)beam;
+    g2p_load_model(r, cfg, f, what, &src, &tgt, G2P_DECODE_BATCH);
+    st_free(f);
+    g2p_vocab_free(&src);
+    g2p_vocab_free(&tgt);
+}
+
+static int cmd_pronounce(int argc, char **argv)
+{
+    g2p_config cfg;
+    char **words;
+    size_t n;
+    parse(G2P_PRONOUNCE_OPTS, G2P_N_PRONOUNCE_OPTS, argc, argv, &cfg, &words, &n);
+    if (cfg.nbest > cfg.beam)
+        cli_die_usage("--nbest %zu is above --beam %zu", cfg.nbest, cfg.beam);
+    size_t cap = n;
+    char **list = words;
+    if (n == 0) { /* one word per line on stdin */
+        list = NULL;
+        cap = 0;
+        char *line = NULL;
+        size_t lcap = 0;
+        ssize_t got;
+        while ((got = getline(&line, &lcap, stdin)) >= 0) {
+            while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r' ||
+                               line[got - 1] == ' ' || line[got - 1] == '\t'))
+                line[--got] = 0;
+            char *w = line;
+            while (*w == ' ' || *w == '\t')
+                w++;
+            if (!*w)
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 1024;
+                list = realloc(list, cap * sizeof *list);
+                if (!list)
+                    cli_die(CLI_EXIT_RUNTIME, "out of memory");
+            }
+            if (!(list[n++] = strdup(w)))
+                cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        }
+        free(line);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (!(list[i] = strdup(words[i])))
+                cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    }
+    g2p_run r;
+    open_model(&cfg, &r, cfg.beam);
+    const size_t S = cfg.src_context, L = cfg.tgt_context, K = cfg.nbest;
+    int32_t *ids = calloc(n * S + 1, sizeof *ids);
+    const int32_t **srcs = calloc(n + 1, sizeof *srcs);
+    size_t *lens = calloc(n + 1, sizeof *lens), *ok = calloc(n + 1, sizeof *ok), m = 0;
+    if (!ids || !srcs || !lens || !ok)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    int bad_any = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t bad = 0;
+        long k = spell(&r.src, list[i], ids + m * S, S, &bad);
+        if (k == G2P_ENC_BADUTF8 || k == G2P_ENC_UNKNOWN) {
+            fprintf(stderr, "mha-g2p: word '%s': character '%.*s' is not in the model's "
+                    "alphabet\n", list[i], 1 + (int)(((unsigned char)list[i][bad] >= 0xC0) +
+                    ((unsigned char)list[i][bad] >= 0xE0) + ((unsigned char)list[i][bad] >= 0xF0)),
+                    list[i] + bad);
+            bad_any = 1;
+            continue;
+        }
+        if (k == 0 || (size_t)k > S) {
+            fprintf(stderr, "mha-g2p: word '%s': %s (the model reads at most %zu)\n", list[i],
+                    k == 0 ? "empty" : "too long", S);
+            bad_any = 1;
+            continue;
+        }
+        srcs[m] = ids + m * S;
+        lens[m] = (size_t)k;
+        ok[m++] = i;
+    }
+    int32_t *tok = calloc(m * K * L + 1, sizeof *tok);
+    size_t *tlen = calloc(m * K + 1, sizeof *tlen);
+    double *lp = calloc(m * K + 1, sizeof *lp);
+    if (!tok || !tlen || !lp)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    g2p_decoder d;
+    g2p_decoder_init(&d, r.m, cfg.beam, K, cfg.alpha);
+    g2p_decode_words(&d, m, srcs, lens, tok, tlen, lp, NULL);
+    char *buf = malloc(16 * L + 64);
+    if (!buf)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t j = 0; j < m; j++)
+        for (size_t k = 0; k < K; k++) {
+            const size_t o = j * K + k;
+            size_t len;
+            if (!isfinite(lp[o]))
+                continue; /* fewer hypotheses than --nbest */
+            cli_check(g2p_vocab_join(&r.tgt, tok + o * L, tlen[o], " ", buf, 16 * L + 64, &len),
+                      "output");
+            if (k == 0)
+                printf("%s  %s", list[ok[j]], buf);
+            else
+                printf("%s(%zu)  %s", list[ok[j]], k, buf);
+            if (K > 1)
+                printf("  # logprob %.4f", lp[o]);
+            putchar('\n');
+        }
+    fflush(stdout);
+    free(buf);
+    g2p_decoder_free(&d);
+    g2p_run_destroy(&r);
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    if (list != words)
+        free(list);
+    free(words);
+    free(ids);
+    free(srcs);
+    free(lens);
+    free(ok);
+    free(tok);
+    free(tlen);
+    free(lp);
+    return bad_any ? CLI_EXIT_USAGE : 0;
+}
+
+/* One scoring pass (a beam width) of eval: the numbers into obj, the wrong words to f. */
+static void eval_pass(g2p_run *r, const g2p_config *cfg, const g2p_dict *dict, const g2p_set *s,
+                      int split, const int32_t *map, size_t beam, cJSON *obj, FILE *f)
+{
+    g2p_decoder d;
+    g2p_decoder_init(&d, r->m, beam, 1, cfg->alpha);
+    const size_t count = split >= 0 ? s->words_off[split + 1] - s->words_off[split]
+                                    : s->words_off[G2P_NSPLIT] - s->words_off[0];
+    const size_t L = cfg->tgt_context;
+    unsigned char *wrong = calloc(count + 1, 1);
+    int32_t *hyp = calloc(count * L + 1, sizeof *hyp);
+    size_t *hl = calloc(count + 1, sizeof *hl);
+    if (!wrong || !hyp || !hl)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    g2p_tally st, ns;
+    const double t0 = report_now();
+    const size_t n = g2p_score_split(&d, s, split, map, r->tgt.n, &st, &ns, SIZE_MAX, wrong,
+                                     hyp, hl);
+    const double secs = report_now() - t0;
+    cJSON_AddNumberToObject(obj, "words", (double)n);
+    cJSON_AddNumberToObject(obj, "wer", g2p_wer(&ns));
+    cJSON_AddNumberToObject(obj, "per", g2p_per(&ns));
+    cJSON_AddNumberToObject(obj, "wer_stress", g2p_wer(&st));
+    cJSON_AddNumberToObject(obj, "per_stress", g2p_per(&st));
+    cJSON_AddNumberToObject(obj, "seconds", secs);
+    cJSON_AddNumberToObject(obj, "words_per_second", secs > 0 ? (double)n / secs : 0);
+    printf("  %s: %zu words, WER %.2f%%  PER %.2f%%  (with stress: WER %.2f%%  PER %.2f%%), "
+           "%.0f words/s\n", beam == 1 ? "greedy" : "beam", n, 100 * g2p_wer(&ns),
+           100 * g2p_per(&ns), 100 * g2p_wer(&st), 100 * g2p_per(&st),
+           secs > 0 ? (double)n / secs : 0);
+    if (f) { /* the wrong words: WORD  hypothesis  # reference(s) */
+        char *buf = malloc(16 * (L + 256) + 64);
+        if (!buf)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            if (!wrong[i])
+                continue;
+            const size_t w = split >= 0 ? s->word_idx[s->words_off[split] + i]
+                                        : s->word_idx[i];
+            size_t len;
+            cli_check(g2p_vocab_join(&r->tgt, hyp + i * L, hl[i], " ", buf, 16 * (L + 256),
+                                     &len), "errors");
+            fprintf(f, "%s  %s  #", dict->words[w].text, buf);
+            for (size_t p = s->pron_off[w]; p < s->pron_off[w + 1]; p++) {
+                cli_check(g2p_vocab_join(&r->tgt, s->tgt + s->tgt_off[p],
+                                         s->tgt_off[p + 1] - s->tgt_off[p], " ", buf,
+                                         16 * (L + 256), &len), "errors");
+                fprintf(f, "%s %s", p > s->pron_off[w] ? " |" : "", buf);
+            }
+            fputc('\n', f);
+        }
+        free(buf);
+    }
+    free(wrong);
+    free(hyp);
+    free(hl);
+    g2p_decoder_free(&d);
+}
+
+static int cmd_eval(int argc, char **argv)
+{
+    g2p_config cfg;
+    parse(G2P_EVAL_OPTS, G2P_N_EVAL_OPTS, argc, argv, &cfg, NULL, NULL);
+    char dict_path[CLI_PATH_CAP], out[CLI_PATH_CAP];
+    snprintf(dict_path, sizeof dict_path, "%s", cfg.dict);
+    snprintf(out, sizeof out, "%s", cfg.eval_out[0] ? cfg.eval_out : "");
+    const size_t beam = cfg.beam;
+    const double alpha = cfg.alpha;
+    g2p_run r;
+    open_model(&cfg, &r, beam);
+    cfg.beam = beam;
+    cfg.alpha = alpha;
+    const int split = dict_path[0] ? -1 : G2P_TEST;
+    if (!dict_path[0])
+        snprintf(dict_path, sizeof dict_path, "%s", cfg.data);
+    if (!out[0])
+        cli_dirname(cfg.model, out, sizeof out);
+    char err[2 * CLI_PATH_CAP];
+    g2p_dict dict;
+    g2p_set s;
+    if (g2p_dict_read(dict_path, split < 0 ? G2P_FMT_AUTO : cfg.format, &dict, err, sizeof err))
+        cli_die(CLI_EXIT_USAGE, "%s", err);
+    if (g2p_set_encode(&dict, &r.src, &r.tgt, &s, err, sizeof err))
+        cli_die(CLI_EXIT_USAGE, "%s", err);
+    g2p_vocab reduced = {0};
+    int32_t *map = calloc(r.tgt.n, sizeof *map);
+    if (!map)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    if (g2p_stress_map(&r.tgt, &reduced, map, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "%s", err);
+    printf("mha-g2p eval: %s on %s (%s), %zu words it cannot spell skipped\n", cfg.model,
+           dict_path, split < 0 ? "every word" : "test words", s.skipped_words);
+    cli_prepare_out_dir(out);
+    char epath[CLI_PATH_CAP + 32], jpath[CLI_PATH_CAP + 32];
+    snprintf(epath, sizeof epath, "%s/errors.txt", out);
+    snprintf(jpath, sizeof jpath, "%s/eval.json", out);
+    char tmp[CLI_PATH_CAP + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp", epath);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", tmp);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", cfg.model);
+    cJSON_AddStringToObject(root, "dictionary", dict_path);
+    cJSON_AddStringToObject(root, "words", split < 0 ? "all" : "test");
+    eval_pass(&r, &cfg, &dict, &s, split, map, 1, cJSON_AddObjectToObject(root, "greedy"),
+              beam == 1 ? f : NULL);
+    if (beam > 1) {
+        cJSON *b = cJSON_AddObjectToObject(root, "beam");
+        cJSON_AddNumberToObject(b, "width", (double)beam);
+        cJSON_AddNumberToObject(b, "alpha", alpha);
+        eval_pass(&r, &cfg, &dict, &s, split, map, beam, b, f);
+    }
+    if (fclose(f) != 0 || rename(tmp, epath) != 0)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", epath);
+    report_write_json(root, jpath, 1);
+    printf("  wrong words in %s, numbers in %s\n", epath, jpath);
+    free(map);
+    g2p_vocab_free(&reduced);
+    g2p_set_free(&s);
+    g2p_dict_free(&dict);
+    g2p_run_destroy(&r);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli_set_program("mha-g2p");
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage();
+        return argc < 2 ? CLI_EXIT_USAGE : 0;
+    }
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage();
+            return 0;
+        }
+    if (strcmp(argv[1], "train") == 0)
+        return g2p_train_main(argc, argv, 2);
+    if (strcmp(argv[1], "pronounce") == 0)
+        return cmd_pronounce(argc, argv);
+    if (strcmp(argv[1], "eval") == 0)
+        return cmd_eval(argc, argv);
+    cli_die_usage("unknown command '%s' (train, pronounce or eval)", argv[1]);
+}

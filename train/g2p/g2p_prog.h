@@ -1,0 +1,144 @@
+/*
+ * mha-g2p's internal interface: the run configuration and option tables, the model with
+ * its optimizer and checkpoint layout, opening a checkpoint (configuration and both
+ * vocabularies), and batched decoding of many words. Shared by g2p_main.c (commands
+ * pronounce and eval), g2p_train.c (train); implemented in g2p_common.c and g2p_decode.c.
+ */
+#ifndef TRAIN_G2P_PROG_H
+#define TRAIN_G2P_PROG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ckpt.h"
+#include "cli.h"
+#include "g2p_data.h"
+#include "g2p_score.h"
+#include "mha.h"
+#include "mha_optim.h"
+#include "mha_s2s.h"
+
+#define G2P_CKPT_FORMAT "mha-g2p/1"
+enum { G2P_MAX_POS = 256 };     /* most source / target positions a model may have      */
+enum { G2P_DECODE_BATCH = 256 }; /* words decoded at once                                */
+
+/* Everything a run is made of (see the tables in g2p_common.c for ranges, defaults and
+ * which options are stored in checkpoints). */
+typedef struct g2p_config {
+    /* train */
+    char data[CLI_PATH_CAP];
+    int format;                  /* enum g2p_format                                     */
+    size_t enc_layers, dec_layers, heads, dim, mlp_dim, batch;
+    uint64_t steps;
+    double lr, min_lr;
+    uint64_t warmup;
+    double beta2, weight_decay, clip, dropout, label_smoothing;
+    uint64_t seed, eval_every, ckpt_every, stop_after;
+    size_t eval_words;
+    int threads;
+    char out[CLI_PATH_CAP];
+    char resume[CLI_PATH_CAP];
+    size_t src_context, tgt_context; /* derived from the data (stored in checkpoints)   */
+    double elapsed;              /* training seconds of a checkpoint (its metadata)      */
+    /* pronounce / eval */
+    char model[CLI_PATH_CAP];
+    size_t beam, nbest;
+    double alpha;
+    char dict[CLI_PATH_CAP];
+    char eval_out[CLI_PATH_CAP];
+    int run_threads;
+} g2p_config;
+
+extern const cli_opt G2P_TRAIN_OPTS[];
+extern const size_t G2P_N_TRAIN_OPTS;
+extern const cli_opt G2P_PRONOUNCE_OPTS[];
+extern const size_t G2P_N_PRONOUNCE_OPTS;
+extern const cli_opt G2P_EVAL_OPTS[];
+extern const size_t G2P_N_EVAL_OPTS;
+
+/* The defaults of every option. */
+void g2p_defaults(g2p_config *c);
+/* A default path of the source tree ("data/cmudict.dict"): the path itself when it
+ * exists relative to the working directory, else the same path under the directory
+ * mha-g2p was built from, so the program finds its data and model from anywhere. */
+void g2p_default_path(char *out, size_t cap, const char *rel);
+
+/* The model, its optimizer (NULL for pronounce/eval), the vocabularies and the checkpoint
+ * layout. */
+typedef struct g2p_run {
+    mha_s2s *m;
+    mha_optimizer *opt;
+    g2p_vocab src, tgt;
+    ckpt_tensor *pt;        /* [n_pt] every model tensor and its AdamW moments           */
+    size_t n_pt;
+    float *scratch;         /* pronounce/eval: where the moments of a checkpoint go       */
+    /* state entries of a checkpoint */
+    uint64_t step, optim_t, rng[2], epoch, batch_in_epoch, call_index, best_step;
+    double best_wer, elapsed; /* elapsed: training seconds so far (metadata)     */
+    ckpt_state s[10];
+} g2p_run;
+
+/* Create the model of cfg for the vocabularies (copied) and batches of max_batch, and,
+ * when with_optimizer, AdamW as mha-gpt's (β1 0.9, β2 cfg->beta2, eps 1e-8, decay on
+ * matmul weights). Exit 1 on failure. */
+void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,
+                    const g2p_vocab *tgt, size_t max_batch, int with_optimizer);
+void g2p_run_destroy(g2p_run *r);
+/* The checkpoint layout: with_moments 0 writes/reads the weights and state only (the
+ * best model, the committed model). */
+ckpt_layout g2p_run_layout(g2p_run *r, int with_moments);
+/* Save checkpoint `path` (atomic) with the run's options and vocabularies. Exit 1. */
+void g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments);
+
+/* Open checkpoint `path`: take its configuration into cfg (train options stored with
+ * ckpt != 0; explicit_opt may be NULL), refuse anything that is not an mha-g2p checkpoint
+ * or whose tensors do not have that configuration's shapes, and read both vocabularies
+ * into *src, *tgt (owned). `what` starts every message. Exit 2. Returns the file
+ * (st_free it). */
+st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
+                             g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt);
+/* Build the model of an opened checkpoint and load it (moments too when present, into
+ * scratch). Exit 2 on a bad file. */
+void g2p_load_model(g2p_run *r, const g2p_config *cfg, st_file *f, const char *what,
+                    const g2p_vocab *src, const g2p_vocab *tgt, size_t max_batch);
+
+/* ---- decoding many words (g2p_decode.c) ---------------------------------------------- */
+
+/* Decoder state for words of up to max_src symbols with beam width beam (1: greedy). */
+typedef struct g2p_decoder {
+    mha_s2s *m;
+    mha_s2s_infer *inf;
+    size_t beam, nbest, max_src, max_tgt;
+    size_t batch;           /* words decoded at once: min(G2P_DECODE_BATCH, max_batch) */
+    double alpha;
+    int32_t *src;           /* [G2P_DECODE_BATCH, max_src] */
+    size_t *len;            /* [G2P_DECODE_BATCH]          */
+    int32_t *out;           /* [G2P_DECODE_BATCH, nbest, max_tgt] */
+    size_t *out_len;        /* [G2P_DECODE_BATCH, nbest]   */
+    double *logprob, *score;/* [G2P_DECODE_BATCH, nbest]   */
+    mha_s2s_hyp *hyps;
+} g2p_decoder;
+
+void g2p_decoder_init(g2p_decoder *d, mha_s2s *m, size_t beam, size_t nbest, double alpha);
+void g2p_decoder_free(g2p_decoder *d);
+/* Decode words ids[i] (srcs[i][0 .. lens[i])) for i < n, in batches of words of similar
+ * length; results for word i: hypothesis k (< nbest) has tokens out_tok[(i·nbest + k) ·
+ * max_tgt ..] of length out_len[i·nbest + k], and logprob/score. Output arrays are the
+ * caller's, sized n·nbest (·max_tgt for tokens). Exit 1 on a library error. */
+void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, const size_t *lens,
+                      int32_t *out_tok, size_t *out_len, double *logprob, double *score);
+
+/* Score the usable words of split `split` of set s (or every usable word when split < 0),
+ * greedy (beam 1) or with a beam, into the two tallies (with and without stress; map from
+ * g2p_stress_map). wrong (may be NULL) gets, per word of the split in order, 1 if wrong;
+ * hyp_tok/hyp_len (may be NULL) its best hypothesis (caller-sized). Returns the number of
+ * words scored. */
+size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_t *map,
+                       size_t map_n, g2p_tally *stress, g2p_tally *nostress, size_t limit,
+                       unsigned char *wrong, int32_t *hyp_tok, size_t *hyp_len);
+
+/* The train command (argv[first..argc) are its options). Returns the exit status. */
+int g2p_train_main(int argc, char **argv, int first);
+
+#endif /* TRAIN_G2P_PROG_H */
