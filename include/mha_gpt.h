@@ -127,4 +127,8 @@ MHA_API uint64_t mha_gpt_block_seed(uint64_t seed, size_t layer);
 }
 #endif
 
+/* The encoder–decoder, whose encoder blocks are this block (here, not in mha.h, so that
+ * including either header alone sees the block declared first). */
+#include "mha_s2s.h"
+
 #endif /* MHA_GPT_H */

@@ -80,6 +80,34 @@ dist_grads *dist_grads_create(mha_gpt *g, dist_sync mode)
     return d;
 }
 
+dist_grads *dist_grads_create_list(float *const *grads, const size_t *numel, size_t n)
+{
+    dist_grads *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->mode = DIST_SYNC_AFTER; /* no model hook: one sum after backward */
+    d->scale = 1;
+    if (g_size == 1)
+        return d;
+    d->n_tensors = n;
+    d->grad = calloc(n ? n : 1, sizeof *d->grad);
+    d->numel = calloc(n ? n : 1, sizeof *d->numel);
+#ifdef MHA_WITH_MPI
+    d->req = calloc(n ? n : 1, sizeof *d->req);
+#endif
+    if (!d->grad || !d->numel
+#ifdef MHA_WITH_MPI
+        || !d->req
+#endif
+    ) {
+        dist_grads_destroy(d);
+        return NULL;
+    }
+    memcpy(d->grad, grads, n * sizeof *grads);
+    memcpy(d->numel, numel, n * sizeof *numel);
+    return d;
+}
+
 void dist_grads_destroy(dist_grads *d)
 {
     if (!d)
@@ -260,7 +288,7 @@ void dist_grads_begin(dist_grads *d, double scale)
     if (g_size == 1)
         return;
     d->n_req = 0;
-    if (d->mode == DIST_SYNC_OVERLAP)
+    if (d->mode == DIST_SYNC_OVERLAP && d->g)
         mha_gpt_set_grad_hook(d->g, on_grads_ready, d);
 }
 
@@ -270,7 +298,7 @@ void dist_grads_finish(dist_grads *d)
     if (g_size == 1)
         return;
     const double t0 = report_now();
-    if (d->mode == DIST_SYNC_OVERLAP) {
+    if (d->mode == DIST_SYNC_OVERLAP && d->g) {
         mha_gpt_set_grad_hook(d->g, NULL, NULL);
         MPI_Waitall((int)d->n_req, d->req, MPI_STATUSES_IGNORE);
     } else {

@@ -75,6 +75,10 @@ typedef enum dist_sync {
  * backward is bracketed by begin/finish). NULL when out of memory. With one rank it does
  * nothing at all. */
 dist_grads *dist_grads_create(mha_gpt *g, dist_sync mode);
+/* The same for any model: the gradients of its n tensors grads[i] [numel[i]], summed by
+ * one all-reduce per run of memory-adjacent tensors after backward (DIST_SYNC_AFTER; no
+ * hook). The arrays are copied. NULL when out of memory. */
+dist_grads *dist_grads_create_list(float *const *grads, const size_t *numel, size_t n);
 void dist_grads_destroy(dist_grads *d);
 /* Before mha_gpt_backward: this rank's gradients will be multiplied by `scale` (its share of
  * the global batch) before the sum. */

@@ -13,6 +13,7 @@
 
 #include <cJSON.h>
 
+#include "dist.h"
 #include "report.h"
 
 
@@ -75,23 +76,25 @@ static void parse(const cli_opt *opts, size_t n, int argc, char **argv, g2p_conf
 }
 
 /* A word's source ids with the model's alphabet: as given, else upper- or lower-cased
- * when that spells it (CMUdict's words are upper case). Returns the length, or −1 with
- * *bad the byte offset of the first character the alphabet lacks. */
+ * when that spells it (CMUdict's words are upper case). Returns the length, or a negative
+ * G2P_ENC_ code with *bad the byte offset of the first character no case of it spells. */
 static long spell(const g2p_vocab *src, char *word, int32_t *ids, size_t cap, size_t *bad)
 {
     long n = g2p_encode_word(src, word, ids, cap, bad);
-    for (int pass = 0; n < 0 && pass < 2; pass++) {
+    for (int pass = 0; n < 0 && n != G2P_ENC_BADUTF8 && pass < 2; pass++) {
         char *w = strdup(word);
         if (!w)
             cli_die(CLI_EXIT_RUNTIME, "out of memory");
         for (char *p = w; *p; p++)
             if ((unsigned char)*p < 128)
                 *p = (char)(pass == 0 ? toupper((unsigned char)*p) : tolower((unsigned char)*p));
-        size_t b2;
+        size_t b2 = 0;
         long n2 = g2p_encode_word(src, w, ids, cap, &b2);
         if (n2 >= 0) {
             strcpy(word, w); /* the spelling the model knows, as printed */
             n = n2;
+        } else if (b2 > *bad) {
+            *bad = b2; /* this case spells more of it: blame the first character it cannot */
         }
         free(w);
     }
@@ -355,9 +358,8 @@ static int cmd_eval(int argc, char **argv)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
-    cli_set_program("mha-g2p");
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage();
@@ -375,4 +377,13 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "eval") == 0)
         return cmd_eval(argc, argv);
     cli_die_usage("unknown command '%s' (train, pronounce or eval)", argv[1]);
+}
+
+int main(int argc, char **argv)
+{
+    /* under mpirun (mha-g2p-mpi) every rank runs the command; train shares the work */
+    dist_init(&argc, &argv, dist_with_mpi() ? "mha-g2p-mpi" : "mha-g2p");
+    const int st = dispatch(argc, argv);
+    dist_finalize();
+    return st;
 }

@@ -17,6 +17,7 @@
 
 #include <cJSON.h>
 
+#include "dist.h"
 #include "report.h"
 #include "svg.h"
 
@@ -42,6 +43,8 @@ typedef struct trainer {
     size_t *slen;
     report_history hist;
     g2p_decoder dec;
+    int rank0;                 /* this process writes files and prints (dist.h)      */
+    dist_grads *dg;            /* sums the gradients across ranks                    */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
 } trainer;
 
@@ -90,17 +93,18 @@ static void epoch_order(trainer *t)
     t->order_epoch = t->r.epoch;
 }
 
-/* Batch number r.batch_in_epoch of the epoch: rows, padded sizes *S, *T. */
+/* Batch number r.batch_in_epoch of the epoch (B rows; the n mod B pronunciations left at
+ * an epoch's end wait for another epoch's order): padded sizes *S, *T. */
 static size_t next_batch(trainer *t, size_t *S, size_t *T)
 {
     const size_t B = t->cfg.batch, n = t->n_train;
-    if (t->r.batch_in_epoch * B >= n) { /* the epoch is over: the next one */
+    if ((t->r.batch_in_epoch + 1) * B > n) { /* no whole batch left: the next epoch */
         t->r.epoch++;
         t->r.batch_in_epoch = 0;
     }
     if (t->order_epoch != t->r.epoch)
         epoch_order(t);
-    const size_t first = t->r.batch_in_epoch * B, rows = n - first < B ? n - first : B;
+    const size_t first = t->r.batch_in_epoch * B, rows = B; /* whole batches only */
     const size_t *pr = t->order + first;
     size_t s = 1, u = 2;
     for (size_t b = 0; b < rows; b++) {
@@ -240,6 +244,51 @@ static void write_summary(const trainer *t, const char *path, double wall, int c
     report_write_json(root, path, 1);
 }
 
+/* Several ranks: every rank takes rank 0's weights, AdamW moments and training state, and
+ * gets the gradient combiner. One rank: nothing to share, and the combiner does nothing. */
+static void share_rank0_state(trainer *t)
+{
+    g2p_run *r = &t->r;
+    float **grads = calloc(r->n_pt + 1, sizeof *grads);
+    size_t *numel = calloc(r->n_pt + 1, sizeof *numel);
+    if (!grads || !numel)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t i = 0; i < r->n_pt; i++) {
+        cli_check(mha_s2s_tensor(r->m, i, NULL, NULL, &grads[i]), "model tensors");
+        numel[i] = r->pt[i].numel;
+    }
+    t->dg = dist_grads_create_list(grads, numel, r->n_pt);
+    free(grads);
+    free(numel);
+    if (!t->dg)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    t->rank0 = dist_rank() == 0;
+    if (dist_size() == 1)
+        return;
+    for (size_t i = 0; i < r->n_pt; i++) {
+        dist_bcast(r->pt[i].p, r->pt[i].numel * sizeof(float));
+        dist_bcast(r->pt[i].m, r->pt[i].numel * sizeof(float));
+        dist_bcast(r->pt[i].v, r->pt[i].numel * sizeof(float));
+    }
+    uint64_t u[8] = {r->step, r->optim_t, r->rng[0], r->rng[1], r->epoch, r->batch_in_epoch,
+                     r->call_index, r->best_step};
+    double d[2] = {r->best_wer, r->elapsed};
+    dist_bcast(u, sizeof u);
+    dist_bcast(d, sizeof d);
+    r->step = u[0];
+    r->optim_t = u[1];
+    r->rng[0] = u[2];
+    r->rng[1] = u[3];
+    r->epoch = u[4];
+    r->batch_in_epoch = u[5];
+    r->call_index = u[6];
+    r->best_step = u[7];
+    r->best_wer = d[0];
+    r->elapsed = d[1];
+    cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
+    cli_check(mha_s2s_set_call_index(r->m, r->call_index), "model");
+}
+
 /* Parse the options, read the data (and a checkpoint), build the model. */
 static void setup(trainer *t, int argc, char **argv, int first)
 {
@@ -282,8 +331,11 @@ static void setup(trainer *t, int argc, char **argv, int first)
     if (g2p_set_encode(&t->dict, &src, &tgt, &t->set, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
     t->n_train = t->set.prons_off[G2P_TRAIN + 1] - t->set.prons_off[G2P_TRAIN];
-    if (t->n_train == 0)
-        cli_die(CLI_EXIT_USAGE, "%s: no training pronunciations", c->data);
+    if (t->n_train < c->batch)
+        cli_die(CLI_EXIT_USAGE, "%s: %zu training pronunciations, fewer than --batch %zu",
+                c->data, t->n_train, c->batch);
+    if (c->batch < (size_t)dist_size())
+        cli_die_usage("--batch %zu is below the number of ranks (%d)", c->batch, dist_size());
     if (!ck) { /* positions from the data; fixed for the model's life */
         if (!c->src_context)
             c->src_context = t->set.max_src;
@@ -312,6 +364,7 @@ static void setup(trainer *t, int argc, char **argv, int first)
     }
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);
+    share_rank0_state(t);
     t->map = calloc(t->r.tgt.n, sizeof *t->map);
     t->order = calloc(t->n_train, sizeof *t->order);
     t->plen = calloc(t->set.n_prons, sizeof *t->plen);
@@ -346,7 +399,8 @@ int g2p_train_main(int argc, char **argv, int first)
     char csv_path[CLI_PATH_CAP + 64], path[CLI_PATH_CAP + 64];
     snprintf(csv_path, sizeof csv_path, "%s/train_log.csv", c->out);
     report_csv csv = {0};
-    report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    if (t->rank0)
+        report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
     size_t n_params;
     cli_check(mha_s2s_param_count(t->r.m, &n_params), "model");
     printf("mha-g2p train: %s: %zu words (%zu training, %zu validation, %zu test), %zu "
@@ -374,14 +428,32 @@ int g2p_train_main(int argc, char **argv, int first)
     while (t->r.step < end) {
         size_t S, T;
         const size_t rows = next_batch(t, &S, &T);
+        /* this rank's rows [b0, b0 + nb) of the step's batch (all of it with one rank); its
+         * mean loss counts by its share of the batch's scored positions */
+        size_t b0, nb;
+        dist_share(rows, &b0, &nb);
+        double scored[2] = {0, 0}; /* this rank's, the batch's */
+        for (size_t i = 0; i < rows * T; i++)
+            if (t->tout[i] >= 0) {
+                scored[1] += 1;
+                scored[0] += i >= b0 * T && i < (b0 + nb) * T;
+            }
+        const double share = scored[1] > 0 ? scored[0] / scored[1] : 0;
         double loss, gn = 0, lr = 0;
         cli_check(mha_s2s_zero_grad(t->r.m), "zero_grad");
-        cli_check(mha_s2s_forward(t->r.m, 1, rows, S, t->src, t->slen, T, t->tin, t->tout,
-                                  &loss), "forward");
+        cli_check(mha_s2s_set_dropout_batch_offset(t->r.m, b0), "dropout offset");
+        cli_check(mha_s2s_forward(t->r.m, 1, nb, S, t->src + b0 * S, t->slen + b0, T,
+                                  t->tin + b0 * T, t->tout + b0 * T, &loss), "forward");
+        if (dist_size() > 1) {
+            loss *= share; /* the batch's mean: Σ_r share_r · mean_r */
+            dist_sum(&loss, 1);
+        }
         if (!isfinite(loss))
             cli_die(CLI_EXIT_NONFINITE, "the training loss is %g at step %llu: lower --lr or "
                     "--clip", loss, (unsigned long long)t->r.step + 1);
+        dist_grads_begin(t->dg, share);
         cli_check(mha_s2s_backward(t->r.m), "backward");
+        dist_grads_finish(t->dg);
         int st = mha_optim_clip_grad_norm(t->r.opt, c->clip > 0 ? c->clip : INFINITY, &gn);
         if (st == MHA_OK)
             st = mha_lr_at(&sched, t->r.step, &lr);
@@ -401,10 +473,12 @@ int g2p_train_main(int argc, char **argv, int first)
                 report_progress_show(&prog, "  step %llu/%llu  evaluating...",
                                      (unsigned long long)t->r.step, (unsigned long long)c->steps);
             evaluate(t, row);
+            dist_bcast(row + H_WER, 4 * sizeof(double)); /* every rank decides on rank 0's */
             memcpy(last, row, sizeof last);
         }
         report_history_push(&t->hist, row);
-        report_csv_row(&csv, t->r.step, row, H_COLS);
+        if (t->rank0)
+            report_csv_row(&csv, t->r.step, row, H_COLS);
         t->r.elapsed = elapsed0 + (report_now() - t0);
         uint64_t ci;
         cli_check(mha_s2s_get_call_index(t->r.m, &ci), "model");
@@ -413,9 +487,10 @@ int g2p_train_main(int argc, char **argv, int first)
         if (eval_now && row[H_WER] < t->r.best_wer) {
             t->r.best_wer = row[H_WER];
             t->r.best_step = t->r.step;
-            g2p_save(&t->r, c, t->best_path, 0);
+            if (t->rank0)
+                g2p_save(&t->r, c, t->best_path, 0);
         }
-        if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
+        if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end && t->rank0) {
             report_csv_flush(&csv);
             g2p_save(&t->r, c, t->ckpt_path, 1);
         }
@@ -433,25 +508,30 @@ int g2p_train_main(int argc, char **argv, int first)
         if (eval_now && prog.tty) { /* keep a line per evaluation */
             report_progress_end(&prog);
         }
-        if (report_stop_signal())
-            break;
+        if (dist_any(report_stop_signal()))
+            break; /* every rank at this step; a second signal ends the process */
     }
     report_progress_end(&prog);
-    report_csv_close(&csv);
-    g2p_save(&t->r, c, t->ckpt_path, 1);
     const int completed = t->r.step == c->steps;
-    snprintf(path, sizeof path, "%s/curves.svg", c->out);
-    if (t->hist.n)
-        write_curves(t, path);
-    report_remove_stale_numbered(c->out, "alignment_", 0, ".svg");
-    const size_t nfig = write_alignments(t);
-    snprintf(path, sizeof path, "%s/summary.json", c->out);
-    write_summary(t, path, t->r.elapsed, completed, n_params, last);
+    const int sig = report_stop_signal();
+    size_t nfig = 0;
+    if (t->rank0) {
+        report_csv_close(&csv);
+        g2p_save(&t->r, c, t->ckpt_path, 1);
+        snprintf(path, sizeof path, "%s/curves.svg", c->out);
+        if (t->hist.n)
+            write_curves(t, path);
+        report_remove_stale_numbered(c->out, "alignment_", 0, ".svg");
+        nfig = write_alignments(t);
+        snprintf(path, sizeof path, "%s/summary.json", c->out);
+        write_summary(t, path, t->r.elapsed, completed, n_params, last);
+    }
+    dist_barrier(); /* the files are written before any rank exits */
     printf("%s step %llu in %.0f s: best validation WER %.2f%% (step %llu); files in %s "
            "(%zu alignment pictures)\n", completed ? "finished at" : "stopped at",
            (unsigned long long)t->r.step, t->r.elapsed, 100 * t->r.best_wer,
            (unsigned long long)t->r.best_step, c->out, nfig);
-    const int sig = report_stop_signal();
+    dist_grads_destroy(t->dg);
     g2p_decoder_free(&t->dec);
     g2p_run_destroy(&t->r);
     g2p_set_free(&t->set);

@@ -1,0 +1,208 @@
+/*
+ * mha-g2p as a user runs it: a tiny model trained on a small dictionary learns, a resumed
+ * run is the uninterrupted one bit for bit (1 thread), pronounce prints dictionary lines
+ * and names words it cannot spell, eval writes its numbers and the wrong words, bad input
+ * is refused with exit 2 and a message naming the file; and the committed model reproduces
+ * the test-set numbers its summary claims, at 1 and 2 threads.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "test_prog.h"
+#include "test_util.h"
+
+static int g2p(const char *tag, const char *args) { return run_prog(MHA_G2P_EXE, tag, args); }
+
+/* A small dictionary in CMUdict format: the first words of the real one with every
+ * pronunciation, plus a few lines the loader must skip. */
+static void write_small_dict(const char *path, size_t lines)
+{
+    char *all = slurp(MHA_SOURCE_DIR "/data/cmudict.dict", NULL);
+    assert_non_null(all);
+    char *p = all;
+    for (size_t i = 0; i < lines && p; i++) {
+        p = strchr(p, '\n'); /* the first `lines` lines */
+        if (p)
+            p++;
+    }
+    size_t n = p ? (size_t)(p - all) : strlen(all);
+    const char extra[] = "A.  EY1\n{BRACE  B R EY1 S\nNOSEPARATOR\nA42128  EY1\n";
+    char *buf = malloc(n + sizeof extra);
+    assert_non_null(buf);
+    memcpy(buf, all, n);
+    memcpy(buf + n, extra, sizeof extra);
+    write_file(path, buf, n + sizeof extra - 1);
+    free(buf);
+    free(all);
+}
+
+#define TINY "--enc-layers 1 --dec-layers 1 --dim 16 --heads 2 --mlp-dim 32 --batch 16 " \
+             "--threads 1 --eval-words 40 --ckpt-every 0"
+
+/* A small model learns (300 steps, ~3 s): the loss falls, the validation WER is a number,
+ * the files are there, and the lines that are not entries were counted. */
+static void g2p_train_learns(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 3000);
+    assert_int_equal(g2p("t", "train --data d.dict --enc-layers 1 --dec-layers 1 --dim 32 "
+                              "--heads 2 --mlp-dim 64 --batch 32 --threads 1 --eval-words 100 "
+                              "--steps 300 --eval-every 150 --lr 3e-3 --out run"), 0);
+    assert_file_contains("t.out", "lines skipped");
+    const char *files[] = {"run/train_log.csv", "run/checkpoint.safetensors",
+                           "run/best.safetensors", "run/summary.json", "run/curves.svg",
+                           "run/alignment_0_layer0.svg"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        assert_true(file_exists(files[i]));
+    char *log = slurp("run/train_log.csv", NULL);
+    assert_non_null(log);
+    double first = 0, last = 0;
+    char *line = strchr(log, '\n') + 1; /* after the header */
+    assert_int_equal(sscanf(line, "%*d,%lf", &first), 1);
+    char *end = log + strlen(log) - 2;
+    while (end > log && *end != '\n')
+        end--;
+    assert_int_equal(sscanf(end + 1, "300,%lf", &last), 1);
+    assert_true(last < 0.75 * first); /* measured: 4.28 → 2.76 */
+    free(log);
+    const double wer = summary_number("run/summary.json", "best_val_wer");
+    assert_true(wer >= 0 && wer <= 1);
+}
+
+/* 20 steps in one run = 10 steps, then --resume to 20 (1 thread: the same bits). */
+static void g2p_train_resume_bitwise(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 20 --eval-every 10 "
+                              "--out a"), 0);
+    assert_int_equal(g2p("b1", "train --data d.dict " TINY " --steps 20 --eval-every 10 "
+                               "--stop-after 10 --out b"), 0);
+    assert_int_equal(g2p("b2", "train --resume b/checkpoint.safetensors"), 0);
+    assert_same_checkpoint("a/checkpoint.safetensors", "b/checkpoint.safetensors");
+}
+
+/* pronounce: CMUdict lines; lower case accepted; a word it cannot spell is named with its
+ * character, the others still pronounced, exit 2; --nbest lists alternates with scores. */
+static void g2p_pronounce(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("t", "train --data d.dict " TINY " --steps 4 --eval-every 4 "
+                              "--out run"), 0);
+    assert_int_equal(g2p("p", "pronounce --model run/best.safetensors hello World"), 0);
+    char *out = slurp("p.out", NULL);
+    assert_non_null(out);
+    assert_true(strncmp(out, "HELLO  ", 7) == 0);
+    assert_non_null(strstr(out, "\nWORLD  "));
+    free(out);
+    assert_int_equal(g2p("q", "pronounce --model run/best.safetensors abc x1y def"), 2);
+    assert_file_contains("q.err", "word 'x1y': character '1'");
+    out = slurp("q.out", NULL);
+    assert_non_null(out);
+    assert_true(strncmp(out, "ABC  ", 5) == 0);
+    assert_non_null(strstr(out, "\nDEF  "));
+    free(out);
+    write_file("words.txt", "cat\n\n  dog  \n", 13);
+    assert_int_equal(g2p("s", "pronounce --model run/best.safetensors --beam 3 --nbest 2 "
+                              "< words.txt"), 0);
+    assert_file_contains("s.out", "CAT(1)  ");
+    assert_file_contains("s.out", "DOG  ");
+    assert_file_contains("s.out", "# logprob ");
+    assert_int_equal(g2p("n", "pronounce --model run/best.safetensors --beam 2 --nbest 3 a"),
+                     2);
+}
+
+/* eval writes eval.json and errors.txt; greedy and beam are both reported. */
+static void g2p_eval_files(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("t", "train --data d.dict " TINY " --steps 4 --eval-every 4 "
+                              "--out run"), 0);
+    assert_int_equal(g2p("e", "eval --model run/best.safetensors --beam 2 --out ev"), 0);
+    assert_true(file_exists("ev/errors.txt"));
+    char *js = slurp("ev/eval.json", NULL);
+    assert_non_null(js);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "greedy"), "wer"));
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "beam"), "wer"));
+    cJSON_Delete(root);
+    free(js);
+}
+
+/* Bad input: exit 2 with a message that names the file. */
+static void g2p_bad_input(void **state)
+{
+    (void)state;
+    write_file("empty.dict", "", 0);
+    assert_int_equal(g2p("e", "train --data empty.dict " TINY " --steps 2 --out r1"), 2);
+    assert_file_contains("e.err", "empty.dict");
+    write_file("junk.dict", "A.  EY1\n{X  Y\n", 14);
+    assert_int_equal(g2p("j", "train --data junk.dict " TINY " --steps 2 --out r2"), 2);
+    assert_file_contains("j.err", "junk.dict");
+    assert_int_equal(g2p("x", "train --dim 18 --heads 4 --steps 2 --out r3"), 2);
+    assert_file_contains("x.err", "--heads");
+    write_file("notmodel.safetensors", "garbage", 7);
+    assert_int_equal(g2p("m", "pronounce --model notmodel.safetensors hello"), 2);
+    assert_file_contains("m.err", "notmodel.safetensors");
+    assert_int_equal(g2p("u", "train --stepz 3"), 2);
+}
+
+/* The committed model's summary claims its test-set numbers; eval reproduces them exactly,
+ * at 1 and at 2 threads (decoding is deterministic; the thread count changes only the
+ * order of BLAS sums, which must not flip a single greedy choice on this model). */
+static void g2p_committed_model_reproduces(void **state)
+{
+    (void)state;
+    const char *model = MHA_SOURCE_DIR "/models/g2p-cmudict.safetensors";
+    const char *summary = MHA_SOURCE_DIR "/models/g2p-cmudict.json";
+    if (!file_exists(model) || !file_exists(summary)) {
+        print_message("[  SKIPPED ] no committed model at %s\n", model);
+        skip();
+    }
+    char *js = slurp(summary, NULL);
+    assert_non_null(js);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    const cJSON *test = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "test"), "greedy");
+    assert_non_null(test);
+    const double want_wer = cJSON_GetObjectItem(test, "wer")->valuedouble;
+    const double want_per = cJSON_GetObjectItem(test, "per")->valuedouble;
+    for (int threads = 1; threads <= 2; threads++) {
+        char args[1024], path[64];
+        snprintf(args, sizeof args, "eval --model %s --threads %d --out ev%d", model, threads,
+                 threads);
+        assert_int_equal(g2p("e", args), 0);
+        snprintf(path, sizeof path, "ev%d/eval.json", threads);
+        char *ev = slurp(path, NULL);
+        assert_non_null(ev);
+        cJSON *er = cJSON_Parse(ev);
+        const cJSON *g = cJSON_GetObjectItem(er, "greedy");
+        assert_float_equal(cJSON_GetObjectItem(g, "wer")->valuedouble, want_wer, 1e-12);
+        assert_float_equal(cJSON_GetObjectItem(g, "per")->valuedouble, want_per, 1e-12);
+        cJSON_Delete(er);
+        free(ev);
+    }
+    cJSON_Delete(root);
+    free(js);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(g2p_train_learns, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_train_resume_bitwise, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_pronounce, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_eval_files, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_bad_input, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,
+                                        tmpdir_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
