@@ -152,7 +152,7 @@ enum { G2P_ENC_UNKNOWN = -1, G2P_ENC_BADUTF8 = -2 };
  * of symbols n; ids[0..n) are written only when n <= cap (else nothing: call again with a
  * larger buffer; ids may be NULL with cap 0 to count). G2P_ENC_UNKNOWN: a code point is not
  * in v; G2P_ENC_BADUTF8: the word is not valid UTF-8; then *bad (if non-NULL) gets the byte
- * offset of the first such symbol and nothing is written. */
+ * offset of the first such symbol and nothing is written (v or word NULL: G2P_ENC_UNKNOWN). */
 long g2p_encode_word(const g2p_vocab *v, const char *word, int32_t *ids, size_t cap,
                      size_t *bad);
 /* The symbols of ids[0..n) joined by sep (NULL: ""), in buf[0..*len) plus a NUL.
@@ -168,7 +168,8 @@ int g2p_vocab_join(const g2p_vocab *v, const int32_t *ids, size_t n, const char 
  * an unknown symbol is stored as -1. */
 typedef struct g2p_set {
     size_t n_words, n_prons;    /* W, P of the dictionary                               */
-    int32_t *src;               /* [src_off[W]] source ids: word w = src[src_off[w] .. src_off[w+1]) */
+    int32_t *src;               /* [src_off[W]] source ids: word w is
+                                   src[src_off[w] .. src_off[w+1])                      */
     size_t *src_off;            /* [W + 1]                                              */
     int32_t *tgt;               /* [tgt_off[P]] target ids without <s> / </s>: pron p =
                                    tgt[tgt_off[p] .. tgt_off[p+1]) (its dict tokens)   */
@@ -183,7 +184,7 @@ typedef struct g2p_set {
     size_t *pron_idx;           /* [prons_off[G2P_NSPLIT]] the pronunciations of those words,
                                    the same way: the training examples of a split      */
     size_t prons_off[G2P_NSPLIT + 1];
-    size_t unknown_src_words;   /* words whose spelling has a symbol outside the source vocabulary */
+    size_t unknown_src_words;   /* words with a source symbol outside the vocabulary    */
     size_t unknown_tgt_prons;   /* pronunciations with a token outside the target vocabulary */
     size_t unknown_tgt_words;   /* words with at least one such pronunciation          */
     size_t skipped_words;       /* words not usable (either reason)                    */

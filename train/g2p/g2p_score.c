@@ -3,30 +3,10 @@
  * g2p_score.h for the contract).
  */
 #include "g2p_score.h"
+#include "g2p_internal.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__GNUC__)
-#define G2P_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define G2P_PRINTF(f, a)
-#endif
-
-static int fail(int status, char *err, size_t errcap, const char *fmt, ...) G2P_PRINTF(4, 5);
-/* Write the message (when err has room) and return status. */
-static int fail(int status, char *err, size_t errcap, const char *fmt, ...)
-{
-    if (err != NULL && errcap > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 /* ---- distances ----------------------------------------------------------------------- */
 
@@ -84,12 +64,11 @@ static size_t unstressed_len(const char *s)
     return n >= 2 && s[n - 1] >= '0' && s[n - 1] <= '2' ? n - 1 : n;
 }
 
-int g2p_stress_map(const g2p_vocab *tgt, g2p_vocab *reduced, int32_t *map, char *err,
-                   size_t errcap)
+int g2p_stress_map(const g2p_vocab *tgt, g2p_vocab *reduced, int32_t *map, char *err, size_t errcap)
 {
     if (tgt == NULL || tgt->sym == NULL || reduced == NULL || map == NULL ||
         tgt->n_special > tgt->n)
-        return fail(MHA_EINVAL, err, errcap, "g2p_stress_map: NULL argument");
+        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_stress_map: NULL argument");
     size_t ns = tgt->n_special, n = tgt->n;
     /* every symbol stripped (copies), then sorted and made distinct */
     char **all = calloc(n ? n : 1, sizeof *all), **uniq = calloc(n ? n : 1, sizeof *uniq);
@@ -114,16 +93,17 @@ int g2p_stress_map(const g2p_vocab *tgt, g2p_vocab *reduced, int32_t *map, char 
         for (size_t i = ns; i < nu && rc == MHA_OK; i++)
             for (size_t s = 0; s < ns; s++)
                 if (strcmp(uniq[i], tgt->sym[s]) == 0)
-                    rc = fail(MHA_EFORMAT, err, errcap,
-                              "g2p_stress_map: \"%s\" without its stress digit is the reserved "
-                              "symbol %zu",
-                              uniq[i], s);
+                    rc =
+                        g2p__fail(MHA_EFORMAT, err, errcap,
+                                  "g2p_stress_map: \"%s\" without its stress digit is the reserved "
+                                  "symbol %zu",
+                                  uniq[i], s);
     }
     g2p_vocab red = {0};
     if (rc == MHA_OK)
         rc = g2p_vocab_make(&red, (const char *const *)uniq, nu, ns, err, errcap);
     else if (rc == MHA_ENOMEM)
-        fail(rc, err, errcap, "g2p_stress_map: out of memory");
+        g2p__fail(rc, err, errcap, "g2p_stress_map: out of memory");
     if (rc == MHA_OK)
         for (size_t i = 0; i < n; i++)
             map[i] = g2p_vocab_find(&red, all[i]); /* always found */
@@ -197,28 +177,29 @@ int g2p_scorer_add(g2p_scorer *s, const int32_t *hyp, size_t nh, const int32_t *
                    size_t errcap)
 {
     if (s == NULL || (hyp == NULL && nh > 0) || ref == NULL || ref_off == NULL || n_ref == 0)
-        return fail(MHA_EINVAL, err, errcap,
-                    "g2p_scorer_add: NULL argument or a word without references");
+        return g2p__fail(MHA_EINVAL, err, errcap,
+                         "g2p_scorer_add: NULL argument or a word without references");
     size_t total = ref_off[n_ref] - ref_off[0];
     for (size_t i = 0; i < n_ref; i++)
         if (ref_off[i + 1] < ref_off[i])
-            return fail(MHA_EINVAL, err, errcap, "g2p_scorer_add: ref_off decreases at %zu", i);
+            return g2p__fail(MHA_EINVAL, err, errcap, "g2p_scorer_add: ref_off decreases at %zu",
+                             i);
     if (s->map != NULL) {
         for (size_t i = 0; i < nh; i++)
             if (hyp[i] < 0 || (size_t)hyp[i] >= s->map_n)
-                return fail(MHA_EINVAL, err, errcap,
-                            "g2p_scorer_add: hypothesis id %d at %zu outside [0, %zu)",
-                            (int)hyp[i], i, s->map_n);
+                return g2p__fail(MHA_EINVAL, err, errcap,
+                                 "g2p_scorer_add: hypothesis id %d at %zu outside [0, %zu)",
+                                 (int)hyp[i], i, s->map_n);
         for (size_t k = ref_off[0]; k < ref_off[n_ref]; k++)
             if (ref[k] < 0 || (size_t)ref[k] >= s->map_n)
-                return fail(MHA_EINVAL, err, errcap,
-                            "g2p_scorer_add: reference id %d outside [0, %zu)", (int)ref[k],
-                            s->map_n);
+                return g2p__fail(MHA_EINVAL, err, errcap,
+                                 "g2p_scorer_add: reference id %d outside [0, %zu)", (int)ref[k],
+                                 s->map_n);
     }
     if (reserve(&s->work, &s->cap, nh + 1, sizeof *s->work) != 0 ||
         (s->map != NULL && (reserve(&s->buf, &s->cap_buf, nh + total, sizeof *s->buf) != 0 ||
                             reserve(&s->off, &s->cap_off, n_ref + 1, sizeof *s->off) != 0)))
-        return fail(MHA_ENOMEM, err, errcap, "g2p_scorer_add: out of memory");
+        return g2p__fail(MHA_ENOMEM, err, errcap, "g2p_scorer_add: out of memory");
     g2p_closest c[2] = {g2p_closest_ref(hyp, nh, ref, ref_off, n_ref, s->work), {0, 0, 0}};
     if (s->map != NULL) {
         /* buf = [mapped hypothesis (nh) | mapped references (total)], offsets from 0 */
