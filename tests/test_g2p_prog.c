@@ -154,9 +154,12 @@ static void g2p_bad_input(void **state)
     assert_int_equal(g2p("u", "train --stepz 3"), 2);
 }
 
-/* The committed model's summary claims its test-set numbers; eval reproduces them exactly,
- * at 1 and at 2 threads (decoding is deterministic; the thread count changes only the
- * order of BLAS sums, which must not flip a single greedy choice on this model). */
+/* The committed model's summary claims its test-set numbers; eval reproduces them, and
+ * gives the very same numbers at 1 and at 2 threads (decoding is deterministic and no sum
+ * depends on the thread count). Against the claim the bound is 3 words of 12,362: the
+ * claim was measured with one CPU's GEMM kernels (AVX2), and another CPU's (AVX-512)
+ * sums products in another order — logits differ by ~1e-6 relative — which can flip a
+ * greedy choice between two phones that are that close, in one word of many thousands. */
 static void g2p_committed_model_reproduces(void **state)
 {
     (void)state;
@@ -174,6 +177,7 @@ static void g2p_committed_model_reproduces(void **state)
     assert_non_null(test);
     const double want_wer = cJSON_GetObjectItem(test, "wer")->valuedouble;
     const double want_per = cJSON_GetObjectItem(test, "per")->valuedouble;
+    double wer1 = -1, per1 = -1;
     for (int threads = 1; threads <= 2; threads++) {
         char args[1024], path[64];
         snprintf(args, sizeof args, "eval --model %s --threads %d --out ev%d", model, threads,
@@ -184,8 +188,19 @@ static void g2p_committed_model_reproduces(void **state)
         assert_non_null(ev);
         cJSON *er = cJSON_Parse(ev);
         const cJSON *g = cJSON_GetObjectItem(er, "greedy");
-        assert_float_equal(cJSON_GetObjectItem(g, "wer")->valuedouble, want_wer, 1e-12);
-        assert_float_equal(cJSON_GetObjectItem(g, "per")->valuedouble, want_per, 1e-12);
+        const double wer = cJSON_GetObjectItem(g, "wer")->valuedouble;
+        const double per = cJSON_GetObjectItem(g, "per")->valuedouble;
+        const double words = cJSON_GetObjectItem(g, "words")->valuedouble;
+        assert_float_equal(words, 12362, 0);
+        assert_true(fabs(wer - want_wer) <= 3.0 / words + 1e-12);
+        assert_true(fabs(per - want_per) <= 0.001);
+        if (threads == 1) {
+            wer1 = wer;
+            per1 = per;
+        } else { /* the same bits at any thread count */
+            assert_true(wer == wer1);
+            assert_true(per == per1);
+        }
         cJSON_Delete(er);
         free(ev);
     }

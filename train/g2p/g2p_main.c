@@ -306,8 +306,8 @@ static int cmd_eval(int argc, char **argv)
     cfg.beam = beam;
     cfg.alpha = alpha;
     const int split = dict_path[0] ? -1 : G2P_TEST;
-    if (!dict_path[0])
-        snprintf(dict_path, sizeof dict_path, "%s", cfg.data);
+    if (!dict_path[0]) /* the model's own data; a relative path also under the source tree */
+        g2p_default_path(dict_path, sizeof dict_path, cfg.data);
     if (!out[0])
         cli_dirname(cfg.model, out, sizeof out);
     char err[2 * CLI_PATH_CAP];

@@ -93,18 +93,18 @@ static void epoch_order(trainer *t)
     t->order_epoch = t->r.epoch;
 }
 
-/* Batch number r.batch_in_epoch of the epoch (B rows; the n mod B pronunciations left at
- * an epoch's end wait for another epoch's order): padded sizes *S, *T. */
+/* Batch number r.batch_in_epoch of the epoch (B rows, the epoch's last one the n mod B
+ * left): its rows, padded sizes *S, *T. */
 static size_t next_batch(trainer *t, size_t *S, size_t *T)
 {
     const size_t B = t->cfg.batch, n = t->n_train;
-    if ((t->r.batch_in_epoch + 1) * B > n) { /* no whole batch left: the next epoch */
+    if (t->r.batch_in_epoch * B >= n) { /* the epoch is over: the next one */
         t->r.epoch++;
         t->r.batch_in_epoch = 0;
     }
     if (t->order_epoch != t->r.epoch)
         epoch_order(t);
-    const size_t first = t->r.batch_in_epoch * B, rows = B; /* whole batches only */
+    const size_t first = t->r.batch_in_epoch * B, rows = n - first < B ? n - first : B;
     const size_t *pr = t->order + first;
     size_t s = 1, u = 2;
     for (size_t b = 0; b < rows; b++) {
@@ -178,8 +178,13 @@ static size_t write_alignments(trainer *t)
 {
     const size_t nw = t->set.words_off[G2P_VALID + 1] - t->set.words_off[G2P_VALID];
     size_t files = 0;
-    for (size_t k = 0; k < 3 && k < nw; k++) {
-        const size_t w = t->set.word_idx[t->set.words_off[G2P_VALID] + k * 97 % nw];
+    /* the first three validation words of 7 to 10 letters (long enough to show an
+     * alignment, short enough to read) */
+    for (size_t k = 0, i = 0; k < 3 && i < nw; i++) {
+        const size_t w = t->set.word_idx[t->set.words_off[G2P_VALID] + i];
+        const size_t letters = t->set.src_off[w + 1] - t->set.src_off[w];
+        if (letters < 7 || letters > 10)
+            continue;
         const size_t p = t->set.pron_off[w];
         size_t S, T;
         const size_t ls = t->set.src_off[w + 1] - t->set.src_off[w];
@@ -197,8 +202,8 @@ static size_t write_alignments(trainer *t)
             cli_die(CLI_EXIT_RUNTIME, "out of memory");
         for (size_t j = 0; j < S; j++)
             cl[j] = t->r.src.sym[t->src[j]];
-        for (size_t i = 0; i < T; i++)
-            rl[i] = t->r.tgt.sym[t->tout[i]];
+        for (size_t q = 0; q < T; q++)
+            rl[q] = t->r.tgt.sym[t->tout[q]];
         for (size_t l = 0; l < t->cfg.dec_layers; l++) {
             const float *wts;
             size_t shape[4];
@@ -213,6 +218,7 @@ static size_t write_alignments(trainer *t)
         }
         free(rl);
         free(cl);
+        k++;
     }
     return files;
 }
@@ -439,11 +445,17 @@ int g2p_train_main(int argc, char **argv, int first)
                 scored[0] += i >= b0 * T && i < (b0 + nb) * T;
             }
         const double share = scored[1] > 0 ? scored[0] / scored[1] : 0;
-        double loss, gn = 0, lr = 0;
+        double loss = 0, gn = 0, lr = 0;
         cli_check(mha_s2s_zero_grad(t->r.m), "zero_grad");
-        cli_check(mha_s2s_set_dropout_batch_offset(t->r.m, b0), "dropout offset");
-        cli_check(mha_s2s_forward(t->r.m, 1, nb, S, t->src + b0 * S, t->slen + b0, T,
-                                  t->tin + b0 * T, t->tout + b0 * T, &loss), "forward");
+        if (nb > 0) { /* a rank with no row of an epoch's short last batch adds zeros */
+            cli_check(mha_s2s_set_dropout_batch_offset(t->r.m, b0), "dropout offset");
+            cli_check(mha_s2s_forward(t->r.m, 1, nb, S, t->src + b0 * S, t->slen + b0, T,
+                                      t->tin + b0 * T, t->tout + b0 * T, &loss), "forward");
+        } else { /* and advances its dropout counter as the training forward would */
+            uint64_t ci;
+            cli_check(mha_s2s_get_call_index(t->r.m, &ci), "model");
+            cli_check(mha_s2s_set_call_index(t->r.m, ci + 1), "model");
+        }
         if (dist_size() > 1) {
             loss *= share; /* the batch's mean: Σ_r share_r · mean_r */
             dist_sum(&loss, 1);
@@ -452,7 +464,8 @@ int g2p_train_main(int argc, char **argv, int first)
             cli_die(CLI_EXIT_NONFINITE, "the training loss is %g at step %llu: lower --lr or "
                     "--clip", loss, (unsigned long long)t->r.step + 1);
         dist_grads_begin(t->dg, share);
-        cli_check(mha_s2s_backward(t->r.m), "backward");
+        if (nb > 0)
+            cli_check(mha_s2s_backward(t->r.m), "backward");
         dist_grads_finish(t->dg);
         int st = mha_optim_clip_grad_norm(t->r.opt, c->clip > 0 ? c->clip : INFINITY, &gn);
         if (st == MHA_OK)
