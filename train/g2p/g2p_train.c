@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <cJSON.h>
+#include <omp.h>
 
 #include "dist.h"
 #include "report.h"
@@ -329,6 +330,9 @@ static void setup(trainer *t, int argc, char **argv, int first)
         cli_die_usage("--warmup %llu must be below --steps %llu",
                       (unsigned long long)c->warmup, (unsigned long long)c->steps);
     c->threads = cli_check_threads(c->threads, 1);
+    /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its
+     * own around each call): --threads 1 means one thread for the whole step */
+    omp_set_num_threads(c->threads);
     char err[2 * CLI_PATH_CAP] = "";
     if (g2p_dict_read(c->data, c->format, &t->dict, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
