@@ -208,6 +208,28 @@ static void g2p_committed_model_reproduces(void **state)
     free(js);
 }
 
+/* The two-column form trains and decodes too: UTF-8 sources, multi-byte target tokens. */
+static void g2p_tsv_form(void **state)
+{
+    (void)state;
+    char *buf = malloc(64 * 1024);
+    assert_non_null(buf);
+    size_t n = 0;
+    static const char *const src[] = {"straße", "café", "naïve", "über", "jalapeño"};
+    static const char *const tgt[] = {"shtra-sse", "ka-fay", "nah-eev", "oo-ber", "ha-la-pe-nyo"};
+    for (int rep = 0; rep < 200; rep++) /* distinct sources: a number after each */
+        for (int i = 0; i < 5; i++)
+            n += (size_t)snprintf(buf + n, 64 * 1024 - n, "%s%d\t%s %d\n", src[i], rep, tgt[i],
+                                  rep % 10);
+    write_file("pairs.tsv", buf, n);
+    free(buf);
+    assert_int_equal(g2p("t", "train --data pairs.tsv --enc-layers 1 --dec-layers 1 --dim 16 "
+                              "--heads 2 --mlp-dim 32 --batch 16 --threads 1 --steps 4 "
+                              "--eval-every 4 --out run"), 0);
+    assert_int_equal(g2p("p", "pronounce --model run/best.safetensors café1"), 0);
+    assert_file_contains("p.out", "café1  ");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +238,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_pronounce, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_eval_files, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_bad_input, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_tsv_form, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,
                                         tmpdir_teardown),
     };

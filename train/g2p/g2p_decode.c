@@ -165,8 +165,8 @@ size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_
         if (g2p_scorer_add(&sc, h, tlen[i * K], s->tgt + base, ref_off, np, c, err,
                            sizeof err) != MHA_OK)
             cli_die(CLI_EXIT_RUNTIME, "scoring: %s", err);
-        if (wrong)
-            wrong[i] = c[0].dist != 0 || c[0].len != tlen[i * K] ? 1 : 0;
+        if (wrong) /* as the headline WER counts: without stress when there is a map */
+            wrong[i] = (map ? c[1].dist : c[0].dist) != 0;
         if (hyp_tok)
             memcpy(hyp_tok + i * L, h, tlen[i * K] * sizeof *hyp_tok);
         if (hyp_len)

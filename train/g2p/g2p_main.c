@@ -101,6 +101,15 @@ static long spell(const g2p_vocab *src, char *word, int32_t *ids, size_t cap, si
     return n;
 }
 
+/* Bytes of the longest symbol of v. */
+static size_t longest_symbol(const g2p_vocab *v)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < v->n; i++)
+        m = strlen(v->sym[i]) > m ? strlen(v->sym[i]) : m;
+    return m;
+}
+
 /* Open the model of cfg->model for decoding. */
 static void open_model(g2p_config *cfg, g2p_run *r, size_t beam)
 {
@@ -195,7 +204,8 @@ static int cmd_pronounce(int argc, char **argv)
     g2p_decoder d;
     g2p_decoder_init(&d, r.m, cfg.beam, K, cfg.alpha);
     g2p_decode_words(&d, m, srcs, lens, tok, tlen, lp, NULL);
-    char *buf = malloc(16 * L + 64);
+    const size_t bcap = L * (longest_symbol(&r.tgt) + 1) + 64; /* a joined pronunciation */
+    char *buf = malloc(bcap);
     if (!buf)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     for (size_t j = 0; j < m; j++)
@@ -204,7 +214,7 @@ static int cmd_pronounce(int argc, char **argv)
             size_t len;
             if (!isfinite(lp[o]))
                 continue; /* fewer hypotheses than --nbest */
-            cli_check(g2p_vocab_join(&r.tgt, tok + o * L, tlen[o], " ", buf, 16 * L + 64, &len),
+            cli_check(g2p_vocab_join(&r.tgt, tok + o * L, tlen[o], " ", buf, bcap, &len),
                       "output");
             if (k == 0)
                 printf("%s  %s", list[ok[j]], buf);
@@ -264,7 +274,8 @@ static void eval_pass(g2p_run *r, const g2p_config *cfg, const g2p_dict *dict, c
            100 * g2p_per(&ns), 100 * g2p_wer(&st), 100 * g2p_per(&st),
            secs > 0 ? (double)n / secs : 0);
     if (f) { /* the wrong words: WORD  hypothesis  # reference(s) */
-        char *buf = malloc(16 * (L + 256) + 64);
+        const size_t cap = (L + 256) * (longest_symbol(&r->tgt) + 1) + 64;
+        char *buf = malloc(cap);
         if (!buf)
             cli_die(CLI_EXIT_RUNTIME, "out of memory");
         for (size_t i = 0; i < n; i++) {
@@ -273,13 +284,13 @@ static void eval_pass(g2p_run *r, const g2p_config *cfg, const g2p_dict *dict, c
             const size_t w = split >= 0 ? s->word_idx[s->words_off[split] + i]
                                         : s->word_idx[i];
             size_t len;
-            cli_check(g2p_vocab_join(&r->tgt, hyp + i * L, hl[i], " ", buf, 16 * (L + 256),
-                                     &len), "errors");
+            cli_check(g2p_vocab_join(&r->tgt, hyp + i * L, hl[i], " ", buf, cap, &len),
+                      "errors");
             fprintf(f, "%s  %s  #", dict->words[w].text, buf);
             for (size_t p = s->pron_off[w]; p < s->pron_off[w + 1]; p++) {
                 cli_check(g2p_vocab_join(&r->tgt, s->tgt + s->tgt_off[p],
-                                         s->tgt_off[p + 1] - s->tgt_off[p], " ", buf,
-                                         16 * (L + 256), &len), "errors");
+                                         s->tgt_off[p + 1] - s->tgt_off[p], " ", buf, cap,
+                                         &len), "errors");
                 fprintf(f, "%s %s", p > s->pron_off[w] ? " |" : "", buf);
             }
             fputc('\n', f);
