@@ -1,0 +1,357 @@
+/*
+ * The bfloat16 GEMM (src/gemm.h, "mha__bgemm"): float operands rounded to bfloat16, products
+ * and sums in float32, on the AVX512_BF16 dot product.
+ *
+ *     C = alpha·bf16(op(A))·bf16(op(B)) + beta·C      op(A) [M,K], op(B) [K,N], C [M,N] float
+ *
+ * bf16(x) is x rounded to the nearest bfloat16 (ties to even; NaN stays NaN; subnormals
+ * become zero of the same sign), which is what VCVTNEPS2BF16 computes. VDPBF16PS takes two
+ * vectors of 32 bfloat16 — pairs (a₂ᵢ, a₂ᵢ₊₁) and (b₂ᵢ, b₂ᵢ₊₁) — and adds a₂ᵢ·b₂ᵢ + a₂ᵢ₊₁·b₂ᵢ₊₁
+ * to float lane i: the product of two bfloat16 is exact in float, so every product is exact
+ * and only the sums round (to nearest, subnormal results flushed to zero). The operands are
+ * therefore packed in pairs along K:
+ *
+ *   A as pairs  Ap(i, kk) = (op(A)[i, 2kk], op(A)[i, 2kk+1])     at Ap[i·ars + kk·acs]
+ *       ta = 0: A stored [M,K]: each row converted in place order,  ars = Kh, acs = 1
+ *       ta = 1: A stored [K,M]: rows 2kk and 2kk+1 interleaved,     ars = 1,  acs = M
+ *   B as pairs  Bp[kk, n]  = (op(B)[2kk, n], op(B)[2kk+1, n])     [Kh, Np]  ("VNNI" layout)
+ *       tb = 0: B stored [K,N]: rows 2kk and 2kk+1 interleaved
+ *       tb = 1: B stored [N,K]: row n converted, its pairs written down column n
+ *   Kh = ⌈K/2⌉ (an odd K gets a zero partner), Np = N rounded up to 16 (zero columns).
+ *
+ * The kernel keeps a block of R ≤ 6 rows × NV ≤ 4 vectors (16 floats each) of C in 24
+ * registers for the whole K:
+ *     acc[r][v] += Ap(i+r, kk) ⊙pair Bp[kk, j+16v .. j+16v+15]     kk = 0 .. Kh−1
+ * then stores alpha·acc (+ beta·C) once, masked in the last partial vector. Column blocks of
+ * 64 go outside the row blocks, so a block's Bp panel (Kh × 64 pairs) stays in cache while
+ * every row block passes over it.
+ *
+ * Threads: the rows of C are split as mha__sgemm splits them (each element computed exactly
+ * as in one call: results do not depend on the thread count); the packing of B is shared
+ * out over the same threads by pairs of rows, then a barrier.
+ * On a CPU without AVX512_BF16 (or with MHA_DISABLE_BF16 set), and when no scratch can be
+ * had, the reference loop computes the same rounding of the operands (sums in another
+ * order). The library's objects refuse the bf16 precision there (MHA_ECPU), so that path
+ * only keeps this function total.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include "mha_internal.h"
+
+/* Minimum multiply-adds before the rows are split over threads (as src/gemm_core.inc). */
+#define SPLIT_MIN_WORK 262144
+
+/* ---------------------------------------------------------------------------
+ * Scalar rounding (the reference, and the tests' oracle for the vector conversion)
+ * ------------------------------------------------------------------------- */
+
+uint16_t mha__bf16_from_float(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep sign and top payload, make it quiet */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    if ((u & 0x7f800000u) == 0) /* zero or subnormal: signed zero */
+        return (uint16_t)((u >> 16) & 0x8000u);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even (may carry to inf) */
+    return (uint16_t)(u >> 16);
+}
+
+float mha__bf16_to_float(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* bf16(x) as a float */
+static float bf16_round(float x) { return mha__bf16_to_float(mha__bf16_from_float(x)); }
+
+/* ---------------------------------------------------------------------------
+ * The CPU
+ * ------------------------------------------------------------------------- */
+
+static int bf16_cpu = -1; /* -1 not asked yet (a benign race: every thread writes the same) */
+
+int mha__bf16_available(void)
+{
+    if (bf16_cpu < 0) {
+        const char *off = getenv("MHA_DISABLE_BF16");
+        __builtin_cpu_init();
+        bf16_cpu = (off == NULL || off[0] == '\0' || strcmp(off, "0") == 0) &&
+                   __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+    }
+    return bf16_cpu;
+}
+
+/* ---------------------------------------------------------------------------
+ * REF: C = alpha·Σ_p bf16(op(A)[i,p])·bf16(op(B)[p,j]) + beta·C, summed in float in
+ * order of p
+ * ------------------------------------------------------------------------- */
+
+void mha__bgemm_ref(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *A,
+                    size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            float s = 0;
+            for (size_t p = 0; p < K; p++) {
+                const float a = bf16_round(ta ? A[p * lda + i] : A[i * lda + p]);
+                const float b = bf16_round(tb ? B[j * ldb + p] : B[p * ldb + j]);
+                s += a * b;
+            }
+            C[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * C[i * ldc + j]);
+        }
+}
+
+/* ---------------------------------------------------------------------------
+ * Packing (AVX512_BF16): float → pairs of bfloat16 in uint32
+ * ------------------------------------------------------------------------- */
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+static inline __mmask16 mask16(size_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+
+/* dst[r, 0 .. Kh) = pairs of src row r: dst[r·ldd + kk] = (src[r, 2kk], src[r, 2kk+1]),
+ * a missing last partner 0.  src [rows, K] with row stride lds; rows r0 .. r1−1. */
+BF16_TARGET static void pack_rows(size_t r0, size_t r1, size_t K, const float *src, size_t lds,
+                                  uint32_t *dst, size_t ldd)
+{
+    for (size_t r = r0; r < r1; r++) {
+        const float *s = src + r * lds;
+        uint32_t *d = dst + r * ldd;
+        for (size_t c = 0; c < K; c += 32) { /* 32 floats → 16 pairs */
+            const size_t n = K - c;
+            const __m512 lo = _mm512_maskz_loadu_ps(mask16(n), s + c);
+            const __m512 hi = _mm512_maskz_loadu_ps(n > 16 ? mask16(n - 16) : 0, s + c + 16);
+            const __m512i p = (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* lo's 16, then hi's */
+            _mm512_mask_storeu_epi32(d + c / 2, mask16((n + 1) / 2), p);
+        }
+    }
+}
+
+/* dst[kk·ldd + c] = (src[2kk, c], src[2kk+1, c]) for columns c0 <= c < c1, zero for
+ * c1 <= c < cp (cp >= c1, cp − c0 a multiple of 16 when cp > c1); src [K, ·] with row stride
+ * lds; kk = k0 .. k1−1. */
+BF16_TARGET static void pack_pairs(size_t k0, size_t k1, size_t K, size_t c0, size_t c1,
+                                   size_t cp, const float *src, size_t lds, uint32_t *dst,
+                                   size_t ldd)
+{
+    /* after the conversion: the 16 of row 2kk in 0..15, those of row 2kk+1 in 16..31 */
+    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25,
+                                           9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2,
+                                           17, 1, 16, 0);
+    const size_t end = cp > c1 ? cp : c1;
+    for (size_t kk = k0; kk < k1; kk++) {
+        const float *s0 = src + 2 * kk * lds;
+        const float *s1 = 2 * kk + 1 < K ? s0 + lds : NULL;
+        uint32_t *d = dst + kk * ldd;
+        for (size_t c = c0; c < end; c += 16) {
+            const __mmask16 m = c < c1 ? mask16(c1 - c) : 0;          /* columns read */
+            const __mmask16 w = c1 < cp ? (__mmask16)0xffff : m;      /* columns written */
+            const __m512 v0 = _mm512_maskz_loadu_ps(m, s0 + c);
+            const __m512 v1 = s1 != NULL ? _mm512_maskz_loadu_ps(m, s1 + c) : _mm512_setzero_ps();
+            const __m512i p = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+            _mm512_mask_storeu_epi32(d + c, w, _mm512_permutexvar_epi16(inter, p));
+        }
+    }
+}
+
+/* Bp[kk·ldd + n] = (src[n, 2kk], src[n, 2kk+1]) for kk = k0 .. k1−1 and n < N, zero for
+ * N <= n < Np; src [N, K] with row stride lds (op(B) = srcᵀ). Rows are converted 16 at a
+ * time into `tmp` [16, k1 − k0] and written down their columns. */
+BF16_TARGET static void pack_cols(size_t k0, size_t k1, size_t K, size_t N, size_t Np,
+                                  const float *src, size_t lds, uint32_t *dst, size_t ldd,
+                                  uint32_t *tmp)
+{
+    const size_t w = k1 - k0;
+    if (w == 0)
+        return;
+    for (size_t n0 = 0; n0 < Np; n0 += 16) {
+        const size_t nr = n0 < N ? (N - n0 < 16 ? N - n0 : 16) : 0;
+        if (nr > 0)
+            pack_rows(0, nr, K - 2 * k0, src + n0 * lds + 2 * k0, lds, tmp, w);
+        memset(tmp + nr * w, 0, (16 - nr) * w * sizeof *tmp);
+        for (size_t kk = 0; kk < w; kk++) {
+            uint32_t *d = dst + (k0 + kk) * ldd + n0;
+            for (size_t r = 0; r < 16; r++)
+                d[r] = tmp[r * w + kk];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * The kernel
+ * ------------------------------------------------------------------------- */
+enum { KR = 6, KNV = 4, KNB = 16 * KNV }; /* rows, vectors and columns of a block */
+
+/* C[0..R, 0..16·NV) (the last vector masked by `last`) = alpha·Σ_kk Ap(r, kk)·Bp[kk, ·]
+ * + beta·C;  Ap(r, kk) = Ap[r·ars + kk·acs], Bp row stride ldb. */
+static inline __attribute__((always_inline)) BF16_TARGET void
+bkernel(const int R, const int NV, size_t Kh, const uint32_t *Ap, size_t ars, size_t acs,
+        const uint32_t *Bp, size_t ldb, float alpha, float beta, float *C, size_t ldc,
+        __mmask16 last)
+{
+    __m512 acc[KR][KNV];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = _mm512_setzero_ps();
+    for (size_t kk = 0; kk < Kh; kk++) {
+        __m512bh b[KNV];
+        for (int v = 0; v < NV; v++)
+            b[v] = (__m512bh)_mm512_loadu_si512((const void *)(Bp + kk * ldb + 16 * (size_t)v));
+        for (int r = 0; r < R; r++) {
+            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)Ap[(size_t)r * ars + kk * acs]);
+            for (int v = 0; v < NV; v++)
+                acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+        }
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < NV; v++) {
+            float *c = C + (size_t)r * ldc + 16 * (size_t)v;
+            const __mmask16 m = v == NV - 1 ? last : (__mmask16)0xffff;
+            __m512 out = _mm512_mul_ps(va, acc[r][v]);
+            if (beta != 0)
+                out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), out);
+            _mm512_mask_storeu_ps(c, m, out);
+        }
+}
+
+/* One block of R rows: the switch makes R and NV compile-time constants. */
+#define BK_NV(R)                                                                                \
+    switch (nv) {                                                                                \
+    case 1: bkernel(R, 1, Kh, Ap, ars, acs, Bp, ldb, alpha, beta, C, ldc, last); break;          \
+    case 2: bkernel(R, 2, Kh, Ap, ars, acs, Bp, ldb, alpha, beta, C, ldc, last); break;          \
+    case 3: bkernel(R, 3, Kh, Ap, ars, acs, Bp, ldb, alpha, beta, C, ldc, last); break;          \
+    default: bkernel(R, 4, Kh, Ap, ars, acs, Bp, ldb, alpha, beta, C, ldc, last); break;         \
+    }
+BF16_TARGET static void bblock(int R, int nv, size_t Kh, const uint32_t *Ap, size_t ars,
+                               size_t acs, const uint32_t *Bp, size_t ldb, float alpha,
+                               float beta, float *C, size_t ldc, __mmask16 last)
+{
+    switch (R) {
+    case 1: BK_NV(1) break;
+    case 2: BK_NV(2) break;
+    case 3: BK_NV(3) break;
+    case 4: BK_NV(4) break;
+    case 5: BK_NV(5) break;
+    default: BK_NV(6) break;
+    }
+}
+#undef BK_NV
+
+/* Rows i0 .. i1−1 of C, all N columns, from packed Ap and Bp [Kh, ldb]. */
+BF16_TARGET static void bgemm_rows(size_t i0, size_t i1, size_t N, size_t Kh, const uint32_t *Ap,
+                                   size_t ars, size_t acs, const uint32_t *Bp, size_t ldb,
+                                   float alpha, float beta, float *C, size_t ldc)
+{
+    for (size_t j = 0; j < N; j += KNB) {
+        const size_t w = N - j < KNB ? N - j : KNB;
+        const int nv = (int)((w + 15) / 16);
+        const __mmask16 last = mask16(w - 16 * (size_t)(nv - 1));
+        for (size_t i = i0; i < i1; i += KR) {
+            const int R = i1 - i < KR ? (int)(i1 - i) : KR;
+            bblock(R, nv, Kh, Ap + i * ars, ars, acs, Bp + j, ldb, alpha, beta, C + i * ldc + j,
+                   ldc, last);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * The entry point
+ * ------------------------------------------------------------------------- */
+
+/* C[M,N] *= s  (s = 0: C = 0, whatever C held) */
+static void scale_c(size_t M, size_t N, float s, float *C, size_t ldc)
+{
+    for (size_t i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        if (s == 0)
+            memset(c, 0, N * sizeof *c);
+        else
+            for (size_t j = 0; j < N; j++)
+                c[j] *= s;
+    }
+}
+
+/* The work of thread t of nt: pack its share of Bp (pairs of rows kk), [barrier], pack its
+ * rows of Ap, multiply its rows. tmp: its [16·Kh] scratch for pack_cols (tb = 1). */
+typedef struct bgemm_job {
+    int ta, tb;
+    size_t M, N, K, Kh, Np;
+    float alpha, beta;
+    const float *A, *B;
+    size_t lda, ldb, ldc;
+    float *C;
+    uint32_t *Ap, *Bp, *tmp; /* [M·Kh], [Kh·Np], [nt·16·Kh] */
+} bgemm_job;
+
+BF16_TARGET static void job_pack_b(const bgemm_job *j, int t, int nt)
+{
+    const size_t k0 = j->Kh * (size_t)t / (size_t)nt, k1 = j->Kh * (size_t)(t + 1) / (size_t)nt;
+    if (j->tb)
+        pack_cols(k0, k1, j->K, j->N, j->Np, j->B, j->ldb, j->Bp, j->Np,
+                  j->tmp + (size_t)t * 16 * j->Kh);
+    else
+        pack_pairs(k0, k1, j->K, 0, j->N, j->Np, j->B, j->ldb, j->Bp, j->Np);
+}
+
+BF16_TARGET static void job_rows(const bgemm_job *j, int t, int nt)
+{
+    const size_t i0 = j->M * (size_t)t / (size_t)nt, i1 = j->M * (size_t)(t + 1) / (size_t)nt;
+    if (i0 == i1)
+        return;
+    if (j->ta) { /* A stored [K, M]: its columns i0 .. i1−1 in pairs of rows, Ap[kk·M + i] */
+        pack_pairs(0, j->Kh, j->K, i0, i1, i1, j->A, j->lda, j->Ap, j->M);
+        bgemm_rows(i0, i1, j->N, j->Kh, j->Ap, 1, j->M, j->Bp, j->Np, j->alpha, j->beta, j->C,
+                   j->ldc);
+    } else {
+        pack_rows(i0, i1, j->K, j->A, j->lda, j->Ap, j->Kh);
+        bgemm_rows(i0, i1, j->N, j->Kh, j->Ap, j->Kh, 1, j->Bp, j->Np, j->alpha, j->beta, j->C,
+                   j->ldc);
+    }
+}
+
+void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
+                const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
+                size_t ldc)
+{
+    if (M == 0 || N == 0)
+        return;
+    if (K == 0) { /* op(A)·op(B) is the zero matrix */
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    const size_t Kh = (K + 1) / 2, Np = (N + 15) / 16 * 16;
+    int nt = threads >= 2 && M >= 2 && (double)M * N * K >= SPLIT_MIN_WORK ? threads : 1;
+    if ((size_t)nt > M)
+        nt = (int)M;
+    /* sizes: every dimension <= INT_MAX (src/gemm.h), so these products fit size_t */
+    const size_t words = M * Kh + Kh * Np + (tb ? (size_t)nt * 16 * Kh : 0);
+    uint32_t *s = mha__bf16_available() ? mha__gemm_scratch(words * sizeof *s) : NULL;
+    if (s == NULL) {
+        mha__bgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const bgemm_job job = {ta, tb, M, N, K, Kh, Np, alpha, beta, A, B, lda, ldb, ldc, C,
+                           s, s + M * Kh, s + M * Kh + Kh * Np};
+    if (nt == 1) {
+        job_pack_b(&job, 0, 1);
+        job_rows(&job, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        const int t = omp_get_thread_num(), n = omp_get_num_threads();
+        job_pack_b(&job, t, n);
+#pragma omp barrier
+        job_rows(&job, t, n);
+    }
+}
