@@ -53,7 +53,8 @@ extern "C" {
     X(ENONFINITE, -8, "non-finite value (NaN or infinity)")                                   \
     X(EIO, -9, "input/output error")                                                           \
     X(EFORMAT, -10, "malformed or mismatched file")                                           \
-    X(EUNSUPPORTED, -11, "not available for this cache's attention mode")
+    X(EUNSUPPORTED, -11, "not available for this cache's attention mode")                     \
+    X(ECPU, -12, "this CPU lacks the instructions the precision needs (bf16: AVX512_BF16)")
 
 typedef enum mha_status {
 #define MHA_STATUS_ENUM_(name, value, msg) MHA_##name = value,
@@ -66,6 +67,33 @@ MHA_API const char *mha_strerror(int status);
 /* Symbolic name ("MHA_EINVAL") for a status code; "MHA_UNKNOWN" otherwise. */
 MHA_API const char *mha_status_name(int status);
 
+/* ---- Precision of the matrix products ------------------------------------ */
+/* MHA_PRECISION_FP32 (the default, 0): every product in the API's own type (float for
+ *   mha_, double for mhad_).
+ * MHA_PRECISION_BF16 (float API only): mixed precision as GPU training does it. The
+ *   operands of the large matrix products — the attention module's four projections, the
+ *   MLP's two Linear layers, the read-out — are rounded to bfloat16 (8 significant bits,
+ *   float's range; nearest, ties to even) and multiplied exactly, with the sums in float32
+ *   (the AVX512_BF16 dot product). Everything else stays float32: the parameters and their
+ *   gradients, the per-head attention products, softmax, LayerNorm, GELU, dropout, the
+ *   loss, and the optimizer. The bfloat16 copies of the weights are made from the float
+ *   weights at every call, so the weights may be changed between calls as in float32.
+ *   Needs a CPU with AVX512_BF16 (and AVX512F/BW/VL): objects created with it elsewhere
+ *   are refused with MHA_ECPU; mhad_ objects refuse it with MHA_EINVAL. Setting the
+ *   environment variable MHA_DISABLE_BF16=1 makes the library behave as on such a CPU. */
+typedef enum mha_precision {
+    MHA_PRECISION_FP32 = 0,
+    MHA_PRECISION_BF16 = 1
+} mha_precision;
+
+/* 1 if precision p can be used on this CPU (FP32: always), 0 otherwise (or unknown p). */
+MHA_API int mha_precision_available(mha_precision p);
+/* "fp32", "bf16"; NULL for an unknown value. */
+MHA_API const char *mha_precision_name(mha_precision p);
+/* The CPU feature precision p needs, as /proc/cpuinfo names it ("avx512_bf16" for BF16),
+ * or NULL when it needs none (FP32) or p is unknown. */
+MHA_API const char *mha_precision_cpu_feature(mha_precision p);
+
 /* ---- Module configuration ------------------------------------------------- */
 typedef struct mha_config {
     size_t model_dim;  /* D > 0                                                  */
@@ -73,6 +101,7 @@ typedef struct mha_config {
     double dropout_p;  /* probability of dropping an attention weight, in [0, 1] */
     uint64_t seed;     /* seeds the initial weights and the dropout stream        */
     int threads;       /* worker threads for the attention core; 0 = all cores   */
+    mha_precision precision; /* of the four projections (FP32 = 0 by default)  */
 } mha_config;
 
 /* ---- Attention modes (chosen per cache) ----------------------------------- */

@@ -84,6 +84,7 @@ typedef struct mha_block_config {
     uint64_t seed;         /* initial weights and dropout streams                       */
     int threads;           /* worker threads; 0 = all cores                             */
     mha_attn_mode attn_mode; /* the attention cache's mode (STORED keeps weights for plots) */
+    mha_precision precision; /* of the projections and the MLP (mha.h; FP32 = 0 by default) */
 } mha_block_config;
 
 /* ---- Model configuration ---------------------------------------------------------- */
@@ -100,6 +101,7 @@ typedef struct mha_gpt_config {
     uint64_t seed;         /* initial weights and every dropout stream                   */
     int threads;           /* 0 = all cores                                              */
     mha_attn_mode attn_mode;
+    mha_precision precision; /* of the blocks' products and the read-out (mha.h)          */
 } mha_gpt_config;
 
 /* Gradient-ready callback of MHA_NAME(gpt_set_grad_hook): tensors [first, first + count)

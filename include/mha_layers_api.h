@@ -46,6 +46,16 @@ MHA_API int MHA_NAME(linear_forward)(size_t N, size_t in, size_t out, const MHA_
 MHA_API int MHA_NAME(linear_backward)(size_t N, size_t in, size_t out, const MHA_REAL *x,
                                       const MHA_REAL *W, const MHA_REAL *dy, MHA_REAL *dx,
                                       MHA_REAL *dW, MHA_REAL *db);
+/* The same two with the precision of their products (mha_precision in mha.h): BF16 rounds
+ * x, W and dy to bfloat16 in the products (float32 sums; db stays float). MHA_EINVAL for
+ * BF16 in the double API, MHA_ECPU on a CPU without AVX512_BF16. */
+MHA_API int MHA_NAME(linear_forward_prec)(mha_precision prec, size_t N, size_t in, size_t out,
+                                          const MHA_REAL *x, const MHA_REAL *W,
+                                          const MHA_REAL *b, MHA_REAL *y);
+MHA_API int MHA_NAME(linear_backward_prec)(mha_precision prec, size_t N, size_t in, size_t out,
+                                           const MHA_REAL *x, const MHA_REAL *W,
+                                           const MHA_REAL *dy, MHA_REAL *dx, MHA_REAL *dW,
+                                           MHA_REAL *db);
 
 /* ---- GELU, tanh approximation (GPT-2; torch.nn.GELU(approximate="tanh")) ----------
  *   y = ½·x·(1 + tanh(u)),  u = √(2/π)·(x + 0.044715·x³)
@@ -146,3 +156,16 @@ MHA_API int MHA_NAME(mlp_backward)(size_t N, size_t C, size_t F, const MHA_REAL 
                                    const MHA_REAL *a, const MHA_REAL *dy, MHA_REAL *scratch,
                                    MHA_REAL *dx, MHA_REAL *dW1, MHA_REAL *db1, MHA_REAL *dW2,
                                    MHA_REAL *db2);
+/* The MLP with the precision of its four products (as linear_forward_prec); GELU and the
+ * biases stay in the API's type. */
+MHA_API int MHA_NAME(mlp_forward_prec)(mha_precision prec, size_t N, size_t C, size_t F,
+                                       const MHA_REAL *x, const MHA_REAL *W1,
+                                       const MHA_REAL *b1, const MHA_REAL *W2,
+                                       const MHA_REAL *b2, MHA_REAL *h, MHA_REAL *a,
+                                       MHA_REAL *y);
+MHA_API int MHA_NAME(mlp_backward_prec)(mha_precision prec, size_t N, size_t C, size_t F,
+                                        const MHA_REAL *x, const MHA_REAL *W1,
+                                        const MHA_REAL *W2, const MHA_REAL *h,
+                                        const MHA_REAL *a, const MHA_REAL *dy,
+                                        MHA_REAL *scratch, MHA_REAL *dx, MHA_REAL *dW1,
+                                        MHA_REAL *db1, MHA_REAL *dW2, MHA_REAL *db2);

@@ -78,6 +78,7 @@ typedef struct mha_s2s_config {
     uint64_t seed;          /* initial weights and every dropout stream                  */
     int threads;            /* 0 = all cores                                             */
     mha_attn_mode attn_mode;
+    mha_precision precision; /* of the blocks' products and the read-out (mha.h)         */
 } mha_s2s_config;
 
 /* Seed of encoder block l (mha_gpt_block_seed(seed, l)) and of decoder block l

@@ -96,17 +96,19 @@ MHA__DECLARE_GEMM(double, d)
  *   bfloat16 (nearest, ties to even; subnormals to signed zero), every product exact and
  *   the sums in float32 (the AVX512_BF16 dot product). Same arguments, threading contract
  *   and thread-count independence as mha__sgemm (no `work`: its scratch is the per-thread
- *   buffer). Fast only where mha__bf16_available(); elsewhere (and without scratch memory)
- *   it computes mha__bgemm_ref.
+ *   buffer). Fast only where mha__bf16_cpu(); elsewhere (and without scratch memory) it
+ *   computes mha__bgemm_ref.
  * mha__bgemm_ref — the naive loop on the rounded operands, summed in float in order of K.
- * mha__bf16_available — 1 when the CPU has AVX512_BF16 (with AVX512F/BW/VL) and the
- *   environment variable MHA_DISABLE_BF16 is unset, empty or "0".
+ * mha__bf16_cpu — 1 when the CPU has AVX512_BF16 (with AVX512F/BW/VL); asked once.
+ * mha__bf16_available — mha__bf16_cpu(), and the environment variable MHA_DISABLE_BF16
+ *   unset, empty or "0" (read at every call: what objects check when they are made).
  * mha__bf16_from_float / mha__bf16_to_float — one value, rounded as above / widened. */
 void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
                 const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
                 size_t ldc);
 void mha__bgemm_ref(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *A,
                     size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
+int mha__bf16_cpu(void);
 int mha__bf16_available(void);
 uint16_t mha__bf16_from_float(float x);
 float mha__bf16_to_float(uint16_t h);

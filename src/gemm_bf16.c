@@ -29,9 +29,8 @@
  * Threads: the rows of C are split as mha__sgemm splits them (each element computed exactly
  * as in one call: results do not depend on the thread count); the packing of B is shared
  * out over the same threads by pairs of rows, then a barrier.
- * On a CPU without AVX512_BF16 (or with MHA_DISABLE_BF16 set), and when no scratch can be
- * had, the reference loop computes the same rounding of the operands (sums in another
- * order). The library's objects refuse the bf16 precision there (MHA_ECPU), so that path
+ * On a CPU without AVX512_BF16, and when no scratch can be had, the reference loop computes
+ * the same rounding of the operands (sums in another order). The library's objects refuse the bf16 precision there (MHA_ECPU), so that path
  * only keeps this function total.
  */
 #include <limits.h>
@@ -77,18 +76,24 @@ static float bf16_round(float x) { return mha__bf16_to_float(mha__bf16_from_floa
  * The CPU
  * ------------------------------------------------------------------------- */
 
-static int bf16_cpu = -1; /* -1 not asked yet (a benign race: every thread writes the same) */
+static int bf16_cpu = -1; /* -1 not asked yet; threads that race store the same value */
+
+int mha__bf16_cpu(void)
+{
+    int v = __atomic_load_n(&bf16_cpu, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+        __atomic_store_n(&bf16_cpu, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
 
 int mha__bf16_available(void)
 {
-    if (bf16_cpu < 0) {
-        const char *off = getenv("MHA_DISABLE_BF16");
-        __builtin_cpu_init();
-        bf16_cpu = (off == NULL || off[0] == '\0' || strcmp(off, "0") == 0) &&
-                   __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-    }
-    return bf16_cpu;
+    const char *off = getenv("MHA_DISABLE_BF16"); /* read at every call: objects are made rarely */
+    return mha__bf16_cpu() && (off == NULL || off[0] == '\0' || strcmp(off, "0") == 0);
 }
 
 /* ---------------------------------------------------------------------------
@@ -335,7 +340,7 @@ void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float
         nt = (int)M;
     /* sizes: every dimension <= INT_MAX (src/gemm.h), so these products fit size_t */
     const size_t words = M * Kh + Kh * Np + (tb ? (size_t)nt * 16 * Kh : 0);
-    uint32_t *s = mha__bf16_available() ? mha__gemm_scratch(words * sizeof *s) : NULL;
+    uint32_t *s = mha__bf16_cpu() ? mha__gemm_scratch(words * sizeof *s) : NULL;
     if (s == NULL) {
         mha__bgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;

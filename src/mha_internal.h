@@ -35,4 +35,37 @@ static inline uint32_t mha__pcg32_step(mha_pcg32 *rng)
  * and may be called inside OpenMP regions (threads = 0) as well as outside. */
 #include "gemm.h"
 
+/* ---- Precision (include/mha.h, mha_precision) ---------------------------------
+ * Whether an object of the API's type (sizeof(REAL): 4 float, 8 double) may use precision
+ * p: MHA_OK; MHA_EINVAL for an unknown value or BF16 in the double API; MHA_ECPU for BF16
+ * on a CPU without it. */
+static inline int mha__precision_check(mha_precision p, size_t real_size)
+{
+    if (p == MHA_PRECISION_FP32)
+        return MHA_OK;
+    if (p != MHA_PRECISION_BF16 || real_size != sizeof(float))
+        return MHA_EINVAL;
+    return mha__bf16_available() ? MHA_OK : MHA_ECPU;
+}
+
+/* The GEMM entry point with a precision (src/gemm.h): mha__bgemm for BF16, else the
+ * type's own; no `work` (the per-thread scratch serves). The double one ignores p
+ * (objects of the double API never hold BF16). */
+static inline void mha__sgemm_p(mha_precision p, int threads, int ta, int tb, size_t M,
+                                size_t N, size_t K, float alpha, const float *A, size_t lda,
+                                const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    if (p == MHA_PRECISION_BF16)
+        mha__bgemm(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        mha__sgemm(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+static inline void mha__dgemm_p(mha_precision p, int threads, int ta, int tb, size_t M,
+                                size_t N, size_t K, double alpha, const double *A, size_t lda,
+                                const double *B, size_t ldb, double beta, double *C, size_t ldc)
+{
+    (void)p;
+    mha__dgemm(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
 #endif /* MHA_INTERNAL_H */
