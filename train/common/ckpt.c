@@ -283,6 +283,8 @@ int ckpt_config_from_meta(const st_file *f, const char *path, const char *prefix
         if (!o->ckpt)
             continue;
         const char *v = st_meta(f, o->name);
+        if (!v && o->ckpt == 3)
+            continue; /* older than the option: the default stays */
         if (!v) {
             set_err(err, errlen, "%s: its metadata has no \"%s\"", prefix, o->name);
             st = MHA_EFORMAT;
@@ -306,7 +308,7 @@ int ckpt_config_from_meta(const st_file *f, const char *path, const char *prefix
     }
     if (st == MHA_OK)
         for (size_t i = 0; i < n; i++)
-            if (opts[i].ckpt == 1 || (opts[i].ckpt == 2 && !explicit_opt[i]))
+            if (opts[i].ckpt == 1 || (opts[i].ckpt >= 2 && !explicit_opt[i]))
                 cli_copy_field(&opts[i], cfg, ck);
     free(ck);
     return st;

@@ -62,6 +62,7 @@ void cli_check(int st, const char *what)
 }
 
 const char *const CLI_ATTN_NAMES[] = {"stored", "recompute", NULL};
+const char *const CLI_PRECISION_NAMES[] = {"fp32", "bf16", NULL};
 
 void cli_dirname(const char *path, char *out, size_t cap)
 {
@@ -436,4 +437,17 @@ void cli_bytes_text(double b, char *buf, size_t cap)
         snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
     else
         snprintf(buf, cap, "%.0f KiB", ceil(b / 1024.0));
+}
+
+void cli_check_precision(int p, int given)
+{
+    if (mha_precision_available((mha_precision)p))
+        return;
+    const char *feature = mha_precision_cpu_feature((mha_precision)p);
+    const char *off = getenv("MHA_DISABLE_BF16");
+    const int disabled = feature != NULL && off != NULL && off[0] != '\0' && strcmp(off, "0") != 0;
+    cli_die_usage("--precision %s%s needs a CPU with %s (bfloat16 dot products)%s; use "
+                  "--precision fp32", CLI_PRECISION_NAMES[p], given ? "" : " (from the checkpoint)",
+                  feature ? feature : "?",
+                  disabled ? ", which MHA_DISABLE_BF16 turns off" : ", which this one lacks");
 }

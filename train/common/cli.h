@@ -52,7 +52,9 @@ typedef struct cli_opt {
     int ckpt;          /* 0: not stored in checkpoints;
                           1: stored, and an explicit different value on --resume is
                              refused (the model or data depends on it);
-                          2: stored, taken from the checkpoint unless given again     */
+                          2: stored, taken from the checkpoint unless given again;
+                          3: as 2, and a checkpoint made before the option existed
+                             (without it) leaves the default                           */
     const char *arg;   /* placeholder in --help ("N", "FILE")                          */
     const char *help;
     const char *const *choices; /* CLI_CHOICE: names, NULL-terminated; else NULL      */
@@ -66,6 +68,13 @@ extern const char *const CLI_ATTN_NAMES[];
     {"attention", CLI_CHOICE, (off), 0, 0, 2, "MODE",                                       \
      "stored (keeps the attention weights: heat maps) | recompute (memory-efficient: "      \
      "activation memory linear in the sequence length; no heat maps)", CLI_ATTN_NAMES}
+/* Names of mha_precision values, NULL-terminated (index = value). */
+extern const char *const CLI_PRECISION_NAMES[];
+#define CLI_OPT_PRECISION(off)                                                               \
+    {"precision", CLI_CHOICE, (off), 0, 0, 3, "P",                                          \
+     "fp32 | bf16: mixed precision, the matrix products of the projections, the MLP and "   \
+     "the read-out take bfloat16 operands with float32 sums (weights, optimizer, norms, "   \
+     "softmax and loss stay float32); needs a CPU with AVX512_BF16", CLI_PRECISION_NAMES}
 #define CLI_OPT_CKPT_EVERY(off)                                                              \
     {"ckpt-every", CLI_U64, (off), 0, 1e9, 2, "N",                                          \
      "steps between checkpoints (0 = only at the end)", NULL}
@@ -117,6 +126,9 @@ int cli_max_threads(void);
  * most ..." (`given` 0: the value came from the checkpoint, and the message says so).
  * Returns the thread count to use (0 → the online CPUs). */
 int cli_check_threads(int threads, int given);
+/* Exits 2 unless precision p (an mha_precision) runs on this CPU; the message names the
+ * CPU feature it lacks and says whether p came from the checkpoint (given == 0). */
+void cli_check_precision(int p, int given);
 
 /* Make output directory dir (mkdir -p) and check that files can be created in it, before
  * anything expensive is built: exit 2 naming --out if a component is not a directory

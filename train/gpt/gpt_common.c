@@ -65,6 +65,7 @@ const cli_opt GPT_TRAIN_OPTS[] = {
     CLI_OPT_STOP_AFTER(OFF(stop_after)),
     CLI_OPT_THREADS(OFF(threads)),
     CLI_OPT_ATTENTION(OFF(attention)),
+    CLI_OPT_PRECISION(OFF(precision)),
     {"grad-sync", CLI_CHOICE, OFF(grad_sync), 0, 0, 0, "MODE",
      "under mpirun with several ranks (mha-gpt-mpi): overlap (each block's gradients are "
      "summed across ranks while backward goes on) | after (one all-reduce after backward); "
@@ -137,7 +138,8 @@ void gpt_run_create(gpt_run *r, const gpt_run_config *cfg, size_t V, size_t max_
                          .heads = cfg->heads, .dim = cfg->dim, .mlp_dim = 0,
                          .attn_dropout = cfg->dropout, .resid_dropout = cfg->dropout,
                          .ln_eps = 0, .seed = cfg->seed, .threads = cfg->threads,
-                         .attn_mode = (mha_attn_mode)cfg->attention};
+                         .attn_mode = (mha_attn_mode)cfg->attention,
+                         .precision = (mha_precision)cfg->precision};
     cli_check(mha_gpt_create(&r->g, &mc, max_batch), "cannot create the model");
     if (with_optimizer) {
         mha_optim_config oc;

@@ -117,6 +117,7 @@ static int sample_main(int argc, char **argv, int first)
 
     cfg.threads = cfg.sample_threads;
     cfg.dropout = 0;
+    cfg.precision = MHA_PRECISION_FP32; /* generation runs the key/value cache in float32 */
     openblas_set_num_threads(n_threads);
     gpt_run r;
     gpt_run_create(&r, &cfg, text_vocab_size(voc), 1, 0);

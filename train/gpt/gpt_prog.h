@@ -40,6 +40,7 @@ typedef struct gpt_run_config {
     size_t eval_batches;
     uint64_t ckpt_every, stop_after;
     int threads, attention;
+    int precision;         /* mha_precision of the model's products                  */
     int grad_sync;         /* dist_sync: how ranks combine gradients (mha-gpt-mpi)     */
     size_t sample_chars;
     char out[CLI_PATH_CAP];

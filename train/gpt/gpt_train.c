@@ -187,6 +187,9 @@ int gpt_train_main(int argc, char **argv, int first)
     if (dist_size() > 1 && !threads_given)
         c->threads = 1; /* the ranks share the cores */
     const int n_threads = cli_check_threads(c->threads, threads_given || !c->resume[0]);
+    cli_check_precision(c->precision,
+                        explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "precision")] ||
+                            !c->resume[0]);
     if ((size_t)dist_size() > c->batch)
         cli_die_usage("invalid value '%zu' for --batch: less than the %d ranks (each rank "
                       "trains on a share of the batch's windows)", c->batch, dist_size());
