@@ -153,6 +153,68 @@ static void test_gpt_train_resume_bitwise(void **state)
     assert_true(memcmp(&a, &b, sizeof a) == 0);
 }
 
+/* --precision bf16: recorded in the checkpoint; stopped and resumed (the precision coming
+ * from the checkpoint) equals the uninterrupted run byte for byte at one thread; the loss
+ * is within 0.01 of the float32 run's; resuming in fp32 is allowed. Where the CPU has no
+ * bf16 (MHA_DISABLE_BF16 makes this one such a CPU) --precision bf16 is refused with exit
+ * 2 naming the CPU feature, from the command line and from a checkpoint. */
+static void test_gpt_train_bf16(void **state)
+{
+    (void)state;
+    write_small_text();
+    const char *common = TINY " --steps 40 --warmup 5 --lr 1e-2 --eval-every 10 "
+                              "--ckpt-every 15 --dropout 0.1";
+    char args[1024];
+    setenv("MHA_DISABLE_BF16", "1", 1);
+    snprintf(args, sizeof args, "train %s --precision bf16 --out no", common);
+    const int refused = gpt("no", args);
+    unsetenv("MHA_DISABLE_BF16");
+    assert_int_equal(refused, 2);
+    assert_file_contains("no.err", "--precision bf16 needs a CPU with avx512_bf16");
+    assert_false(file_exists("no/checkpoint.safetensors"));
+    if (!mha_precision_available(MHA_PRECISION_BF16)) {
+        print_message("[  SKIP    ] this CPU has no avx512_bf16: bf16 training not tested here\n");
+        skip();
+    }
+    snprintf(args, sizeof args, "train %s --precision bf16 --out full", common);
+    assert_int_equal(gpt("full", args), 0);
+    snprintf(args, sizeof args, "train %s --out fp", common);
+    assert_int_equal(gpt("fp", args), 0);
+    snprintf(args, sizeof args, "train %s --precision bf16 --stop-after 20 --out part", common);
+    assert_int_equal(gpt("part", args), 0);
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/part/checkpoint.safetensors", tmpdir);
+    st_file *f = NULL;
+    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_string_equal(st_meta(f, "precision"), "bf16");
+    st_free(f);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp -r '%s/part' '%s/part32'", tmpdir, tmpdir);
+    assert_int_equal(system(cmd), 0);
+    setenv("MHA_DISABLE_BF16", "1", 1);
+    const int refused_ck = gpt("nock", "train --resume part/checkpoint.safetensors --out part");
+    unsetenv("MHA_DISABLE_BF16");
+    assert_int_equal(refused_ck, 2);
+    assert_file_contains("nock.err", "--precision bf16 (from the checkpoint) needs a CPU");
+    assert_int_equal(gpt("res", "train --resume part/checkpoint.safetensors --threads 1 --out part"),
+                     0);
+    assert_same_file("full/train_log.csv", "part/train_log.csv");
+    assert_same_checkpoint("full/checkpoint.safetensors", "part/checkpoint.safetensors");
+    assert_same_checkpoint("full/best.safetensors", "part/best.safetensors");
+    const double bf = summary_number("full/summary.json", "val_loss");
+    const double fp = summary_number("fp/summary.json", "val_loss");
+    if (!(fabs(bf - fp) < 0.01))
+        fail_msg("bf16 validation loss %.5f is not within 0.01 of float32's %.5f", bf, fp);
+    assert_true(bf != fp); /* the products really were rounded */
+    /* the same checkpoint continued in float32 */
+    assert_int_equal(gpt("res32", "train --resume part32/checkpoint.safetensors --precision fp32 "
+                                  "--threads 1 --out part32"), 0);
+    snprintf(path, sizeof path, "%s/part32/checkpoint.safetensors", tmpdir);
+    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_string_equal(st_meta(f, "precision"), "fp32");
+    st_free(f);
+}
+
 /* No stale picture: heat maps of layers the new run does not have (or all of them, when
  * the new run keeps no attention weights) are removed from --out; the run's own stay. */
 static void test_gpt_train_no_stale_heat_maps(void **state)
@@ -586,6 +648,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gpt_train_learns, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_train_resume_bitwise, tmpdir_setup,
                                         tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_bf16, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_sample, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_bad_text, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_bad_checkpoints_and_options, tmpdir_setup,
