@@ -22,6 +22,12 @@
  *                   independent FMAs on the widest vectors the CPU has (peak.h),
  *                   median of 7 runs at the start of the run
  *   peak_fraction   gflops / peak_gflops (causal count)
+ *   precision       the module's mha_config.precision (--precision fp32,bf16): bf16 rows
+ *                   run the four projections on bfloat16 operands with float32 sums;
+ *                   their peak_gflops / peak_fraction are against the bf16 peak (a loop of
+ *                   independent _mm512_dpbf16_ps, 64 flops an instruction, peak.h), the
+ *                   fp32 rows' against the FMA loop; sgemm_fraction is against the float32
+ *                   sgemm for both (OpenBLAS has no bf16 reference here)
  *   sgemm_gflops    median GFLOP/s of 5 square 1024³ cblas_sgemm calls (2·1024³
  *                   flops each) with the same t, measured right before the case
  *                   (on a shared 2-core machine the limit drifts with the load, so
@@ -53,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_precision.h"
 #include "peak.h"
 
 /* ---- cases ------------------------------------------------------------------ */
@@ -84,12 +91,15 @@ typedef struct bench_options {
     uint64_t seed;
     const char *json_path;  /* NULL = no JSON                                  */
     mha_attn_mode mode;     /* the caches' attention mode                      */
+    mha_precision precisions[BENCH_MAX_PRECISIONS]; /* --precision, in order   */
+    size_t num_precisions;
 } bench_options;
 
 /* One measured record (one row of the table, one JSON object). */
 typedef struct bench_result {
     bench_case c;
     int threads;            /* actual count (0 resolved to all cores)          */
+    mha_precision precision;
     double dropout;
     long reps;
     double ms, fwd_ms, bwd_ms, min_ms;
@@ -221,9 +231,9 @@ static double sgemm_gflops(int threads, size_t n, int runs) {
  *   backward(d_out)                                            → grads, dx [B,S,D]
  * Gradients accumulate across steps (as the API does); that costs nothing extra. */
 static void run_case(const bench_options *opt, bench_case c, double p, int threads,
-                     bench_result *res) {
+                     mha_precision prec, bench_result *res) {
     mha_config cfg = {.model_dim = c.D, .num_heads = c.H, .dropout_p = p,
-                      .seed = opt->seed, .threads = threads};
+                      .seed = opt->seed, .threads = threads, .precision = prec};
     mha_module *m = NULL;
     mha_cache *cache = NULL;
     int st = mha_create(&m, &cfg);
@@ -300,6 +310,7 @@ static void run_case(const bench_options *opt, bench_case c, double p, int threa
     double fwd_flops_dense = 8.0 * B * S * D * D + 4.0 * B * S * S * D;
     res->c = c;
     res->threads = threads;
+    res->precision = prec;
     res->dropout = p;
     res->reps = reps;
     res->fwd_ms = 1e3 * median(tf, (size_t)reps);
@@ -355,6 +366,13 @@ static void usage(FILE *f) {
             "  --json FILE      also write the results as JSON to FILE\n"
             "  --mode MODE      attention mode of the caches: stored (default) or\n"
             "                   recompute (memory-efficient; activation bytes linear in S)\n"
+            "  --precision LIST the module's precision(s): fp32 (default), bf16 (bfloat16\n"
+            "                   projections, float32 sums; needs AVX512_BF16) or fp32,bf16;\n"
+            "                   bf16 rows' peak fraction is against the bf16 peak\n"
+            "                   (_mm512_dpbf16_ps loop), measured when bf16 is asked for.\n"
+            "                   A precision this CPU lacks: a message, exit status 2\n"
+            "  --check-precision LIST  say whether each precision runs here, then exit\n"
+            "                   (0: all available, 2: not)\n"
             "  --help           this text\n",
             NUM_DEFAULT_CASES, all_cores());
 }
@@ -448,6 +466,8 @@ static void parse_args(int argc, char **argv, bench_options *o) {
     o->peak = 1;
     o->isa = PEAK_ISA_AUTO;
     o->seed = 42;
+    o->precisions[0] = MHA_PRECISION_FP32;
+    o->num_precisions = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
@@ -508,6 +528,12 @@ static void parse_args(int argc, char **argv, bench_options *o) {
                 fprintf(stderr, "mha-bench: bad value '%s' for --mode (stored | recompute)\n", v);
                 exit(2);
             }
+        } else if (!strcmp(a, "--precision")) {
+            NEED_VALUE();
+            o->num_precisions = bench_precision_parse("mha-bench", v, o->precisions);
+        } else if (!strcmp(a, "--check-precision")) {
+            NEED_VALUE();
+            bench_precision_check_and_exit("mha-bench", v);
         } else if (!strcmp(a, "--json")) {
             NEED_VALUE();
             o->json_path = v;
@@ -528,6 +554,7 @@ static void parse_args(int argc, char **argv, bench_options *o) {
         }
 #undef NEED_VALUE
     }
+    bench_precision_require("mha-bench", o->precisions, o->num_precisions);
 }
 
 /* ---- output ----------------------------------------------------------------- */
@@ -551,7 +578,16 @@ typedef struct bench_limits {
     int peak_team[MAX_LIST];  /* threads OpenMP gave the peak loop                   */
     int have_peak;
     peak_loop loop;           /* the peak loop's instruction set and shape           */
+    double peak_bf16[MAX_LIST];   /* the _mm512_dpbf16_ps loop's GFLOP/s; 0 = not run */
+    int peak_bf16_team[MAX_LIST];
+    int have_peak_bf16;           /* measured: bf16 asked for, the peak on          */
+    peak_loop loop_bf16;
 } bench_limits;
+
+/* The limit a record is divided by: the bf16 peak for bf16 rows, the FMA loop's else. */
+static double record_peak(const bench_limits *lim, size_t ti, mha_precision p) {
+    return p == MHA_PRECISION_BF16 ? lim->peak_bf16[ti] : lim->peak[ti];
+}
 
 static int write_json(const char *path, const bench_options *o, const bench_result *r,
                       size_t n, const bench_limits *lim) {
@@ -597,19 +633,42 @@ static int write_json(const char *path, const bench_options *o, const bench_resu
     fprintf(f, ",\n  \"peak_gflops\": {");
     for (size_t i = 0; i < lim->n; i++)
         fprintf(f, "%s\"%d\": %.3f", i ? ", " : "", lim->threads[i], lim->peak[i]);
-    fprintf(f, "},\n  \"peak_vector_bits\": %d,\n  \"records\": [\n",
+    fprintf(f, "},\n  \"peak_vector_bits\": %d,\n  \"precisions\": [",
             lim->have_peak ? lim->loop.vector_bits : 0);
+    for (size_t i = 0; i < o->num_precisions; i++)
+        fprintf(f, "%s\"%s\"", i ? ", " : "", mha_precision_name(o->precisions[i]));
+    fprintf(f, "],\n  \"peak_bf16\": ");
+    if (lim->have_peak_bf16) {
+        fprintf(f, "{\"isa\": ");
+        json_string(f, lim->loop_bf16.name);
+        fprintf(f, ", \"instruction\": \"_mm512_dpbf16_ps\", \"vector_bits\": %d, "
+                   "\"lanes\": %d, \"accumulators\": %d, \"flops_per_lane\": %d, "
+                   "\"runs\": 7, \"gflops\": [",
+                lim->loop_bf16.vector_bits, lim->loop_bf16.lanes, lim->loop_bf16.accumulators,
+                lim->loop_bf16.flops_per_lane);
+        for (size_t i = 0; i < lim->n; i++)
+            fprintf(f, "%s{\"threads\": %d, \"gflops\": %.3f}", i ? ", " : "",
+                    lim->peak_bf16_team[i], lim->peak_bf16[i]);
+        fprintf(f, "]}");
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, ",\n  \"peak_bf16_gflops\": {");
+    for (size_t i = 0; lim->have_peak_bf16 && i < lim->n; i++)
+        fprintf(f, "%s\"%d\": %.3f", i ? ", " : "", lim->threads[i], lim->peak_bf16[i]);
+    fprintf(f, "},\n  \"records\": [\n");
     for (size_t i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         fprintf(f,
-                "    {\"mode\": \"%s\", \"B\": %zu, \"S\": %zu, \"D\": %zu, \"H\": %zu, \"threads\": %d, "
+                "    {\"mode\": \"%s\", \"precision\": \"%s\", \"B\": %zu, \"S\": %zu, \"D\": %zu, \"H\": %zu, \"threads\": %d, "
                 "\"dropout\": %g, \"reps\": %ld, \"ms\": %.6f, \"fwd_ms\": %.6f, "
                 "\"bwd_ms\": %.6f, \"min_ms\": %.6f, \"gflops\": %.3f, \"gflops_dense\": %.3f, "
                 "\"sgemm_gflops\": %.3f, \"sgemm_fraction\": %.4f, \"peak_gflops\": %.3f, "
                 "\"peak_fraction\": %.4f, \"activation_bytes\": %zu, "
                 "\"cache_total_bytes\": %zu, \"reference_bytes\": %zu, "
                 "\"activation_ratio\": %.4f}%s\n",
-                o->mode == MHA_ATTN_RECOMPUTE ? "recompute" : "stored", x->c.B, x->c.S, x->c.D,
+                o->mode == MHA_ATTN_RECOMPUTE ? "recompute" : "stored",
+                mha_precision_name(x->precision), x->c.B, x->c.S, x->c.D,
                 x->c.H, x->threads, x->dropout, x->reps, x->ms, x->fwd_ms, x->bwd_ms, x->min_ms,
                 x->gflops, x->gflops_dense, x->sgemm_gflops, x->sgemm_fraction, x->peak_gflops,
                 x->peak_fraction, x->activation_bytes, x->total_bytes, x->reference_bytes,
@@ -637,6 +696,12 @@ int main(int argc, char **argv) {
         }
         lim.have_peak = 1;
     }
+    /* the bf16 peak, when bf16 rows are asked for (bench_precision_require has checked the
+     * library can run them; the loop needs the same AVX512_BF16) */
+    for (size_t k = 0; o.peak && k < o.num_precisions; k++)
+        if (o.precisions[k] == MHA_PRECISION_BF16 &&
+            peak_describe(PEAK_ISA_AVX512_BF16, &lim.loop_bf16) == 0)
+            lim.have_peak_bf16 = 1;
     for (size_t k = 0; k < o.num_threads; k++) {
         lim.threads[k] = o.threads[k] ? o.threads[k] : cores;
         lim.peak_team[k] = lim.threads[k];
@@ -644,6 +709,15 @@ int main(int argc, char **argv) {
             lim.peak[k] = peak_gflops(&lim.loop, lim.threads[k], 7, 0.04, &lim.peak_team[k]);
             if (!(lim.peak[k] > 0)) {
                 fprintf(stderr, "mha-bench: the peak loop returned a wrong result\n");
+                return 1;
+            }
+        }
+        lim.peak_bf16_team[k] = lim.threads[k];
+        if (lim.have_peak_bf16) {
+            lim.peak_bf16[k] = peak_gflops(&lim.loop_bf16, lim.threads[k], 7, 0.04,
+                                           &lim.peak_bf16_team[k]);
+            if (!(lim.peak_bf16[k] > 0)) {
+                fprintf(stderr, "mha-bench: the bf16 peak loop returned a wrong result\n");
                 return 1;
             }
         }
@@ -665,10 +739,21 @@ int main(int argc, char **argv) {
                    "%.1f GFLOP/s (median of 7)\n",
                    lim.loop.name, lim.loop.vector_bits, lim.loop.accumulators,
                    lim.peak_team[k], lim.peak_team[k] == 1 ? "" : "s", lim.peak[k]);
+        if (lim.have_peak_bf16)
+            printf("bf16 peak, _mm512_dpbf16_ps loop (%d-bit vectors, %d accumulators, %d "
+                   "flops per lane), %d thread%s: %.1f GFLOP/s (median of 7)\n",
+                   lim.loop_bf16.vector_bits, lim.loop_bf16.accumulators,
+                   lim.loop_bf16.flops_per_lane, lim.peak_bf16_team[k],
+                   lim.peak_bf16_team[k] == 1 ? "" : "s", lim.peak_bf16[k]);
         if (o.sgemm)
             printf("sgemm 1024^3, %d thread%s: %.1f GFLOP/s (median of 7)\n", lim.threads[k],
                    lim.threads[k] == 1 ? "" : "s", lim.sgemm[k]);
     }
+    for (size_t k = 0; k < o.num_precisions; k++)
+        if (o.precisions[k] == MHA_PRECISION_BF16 && o.peak && !lim.have_peak_bf16)
+            printf("note: no bf16 peak loop on this CPU (__builtin_cpu_supports(\"avx512bf16\") "
+                   "is false although the library runs bf16): bf16 rows have no peak "
+                   "fraction\n");
     /* t threads of independent FMAs scale linearly unless the cores are shared */
     for (size_t k = 0; o.peak && k < o.num_threads; k++)
         for (size_t j = 0; j < o.num_threads; j++)
@@ -678,35 +763,39 @@ int main(int argc, char **argv) {
                        "rate: the cores were busy, fractions at %d threads are inflated\n",
                        lim.peak_team[k], lim.peak[k] / lim.peak[j], lim.peak_team[k]);
     printf("GFLOP/s count the causal half of the attention scores "
-           "(3·(8·B·S·D² + 2·B·S²·D) per step)\n");
-    printf("\n%-16s %3s %4s %5s %10s %9s %9s %8s %7s %6s %7s %6s %12s %12s %6s\n", "B,S,D,H",
-           "thr", "p", "reps", "ms", "fwd_ms", "bwd_ms", "GFLOP/s", "sgemm", "%sgemm", "peak",
-           "%peak", "act_bytes", "ref_bytes", "ratio");
+           "(3·(8·B·S·D² + 2·B·S²·D) per step)%s\n",
+           lim.have_peak_bf16 ? "; peak and %peak: bf16 rows against the bf16 peak" : "");
+    printf("\n%-16s %3s %4s %4s %5s %10s %9s %9s %8s %7s %6s %7s %6s %12s %12s %6s\n",
+           "B,S,D,H", "thr", "p", "prec", "reps", "ms", "fwd_ms", "bwd_ms", "GFLOP/s", "sgemm",
+           "%sgemm", "peak", "%peak", "act_bytes", "ref_bytes", "ratio");
     fflush(stdout);
 
-    size_t total = o.num_cases * o.num_dropouts * o.num_threads, n = 0;
+    size_t total = o.num_cases * o.num_dropouts * o.num_threads * o.num_precisions, n = 0;
     bench_result *res = calloc(total, sizeof *res);
     if (!res) return 1;
+    /* the precisions innermost: a case's fp32 and bf16 rows are timed back to back */
     for (size_t ci = 0; ci < o.num_cases; ci++)
         for (size_t di = 0; di < o.num_dropouts; di++)
-            for (size_t ti = 0; ti < o.num_threads; ti++) {
-                bench_result *r = &res[n++];
-                double sg_here = o.sgemm ? sgemm_gflops(lim.threads[ti], 1024, 5) : 0.0;
-                run_case(&o, o.cases[ci], o.dropouts[di], lim.threads[ti], r);
-                r->sgemm_gflops = sg_here;
-                r->sgemm_fraction = sg_here > 0 ? r->gflops / sg_here : 0.0;
-                r->peak_gflops = lim.peak[ti];
-                r->peak_fraction = lim.peak[ti] > 0 ? r->gflops / lim.peak[ti] : 0.0;
-                char name[96];
-                snprintf(name, sizeof name, "%zu,%zu,%zu,%zu", r->c.B, r->c.S, r->c.D, r->c.H);
-                printf("%-16s %3d %4.2g %5ld %10.4f %9.4f %9.4f %8.2f %7.1f %5.1f%% %7.1f "
-                       "%5.1f%% %12zu %12zu %6.3f\n",
-                       name, r->threads, r->dropout, r->reps, r->ms, r->fwd_ms, r->bwd_ms,
-                       r->gflops, r->sgemm_gflops, 100.0 * r->sgemm_fraction, r->peak_gflops,
-                       100.0 * r->peak_fraction, r->activation_bytes, r->reference_bytes,
-                       (double)r->activation_bytes / (double)r->reference_bytes);
-                fflush(stdout);
-            }
+            for (size_t ti = 0; ti < o.num_threads; ti++)
+                for (size_t pi = 0; pi < o.num_precisions; pi++) {
+                    bench_result *r = &res[n++];
+                    double sg_here = o.sgemm ? sgemm_gflops(lim.threads[ti], 1024, 5) : 0.0;
+                    run_case(&o, o.cases[ci], o.dropouts[di], lim.threads[ti], o.precisions[pi], r);
+                    r->sgemm_gflops = sg_here;
+                    r->sgemm_fraction = sg_here > 0 ? r->gflops / sg_here : 0.0;
+                    r->peak_gflops = record_peak(&lim, ti, r->precision);
+                    r->peak_fraction = r->peak_gflops > 0 ? r->gflops / r->peak_gflops : 0.0;
+                    char name[96];
+                    snprintf(name, sizeof name, "%zu,%zu,%zu,%zu", r->c.B, r->c.S, r->c.D, r->c.H);
+                    printf("%-16s %3d %4.2g %4s %5ld %10.4f %9.4f %9.4f %8.2f %7.1f %5.1f%% %7.1f "
+                           "%5.1f%% %12zu %12zu %6.3f\n",
+                           name, r->threads, r->dropout, mha_precision_name(r->precision), r->reps,
+                           r->ms, r->fwd_ms, r->bwd_ms,
+                           r->gflops, r->sgemm_gflops, 100.0 * r->sgemm_fraction, r->peak_gflops,
+                           100.0 * r->peak_fraction, r->activation_bytes, r->reference_bytes,
+                           (double)r->activation_bytes / (double)r->reference_bytes);
+                    fflush(stdout);
+                }
     int rc = 0;
     if (o.json_path) {
         if (write_json(o.json_path, &o, res, n, &lim)) {

@@ -9,7 +9,13 @@
  *                 [--dropout 0.1 --label-smoothing 0.1 --batch 128 --src-len 10
  *                  --tgt-len 10] [--steps 30 --warmup 5] [--threads 1,2]
  *                 [--lr 1e-3 --weight-decay 0.1 --beta2 0.99 --clip 1.0 --seed 1]
- *                 [--decode-words 2000 --beam 4] [--json FILE]
+ *                 [--decode-words 2000 --beam 4] [--precision fp32] [--json FILE]
+ *   mha-g2p-bench --check-precision LIST
+ *
+ * --precision fp32, bf16 or fp32,bf16: the training step is timed in each (the model's
+ * mha_s2s_config.precision; bf16 = bfloat16 operands with float32 sums in the blocks'
+ * projections, the MLPs and the read-out); a precision this CPU cannot run: a message
+ * naming the missing CPU feature, exit status 2. Decoding is timed in float32 only.
  *
  * Model: float32 mha_s2s, tied read-out, attention STORED (as mha-g2p), dropout p on the
  * attention weights and on the embeddings/residual branches, label-smoothed loss.
@@ -51,6 +57,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_precision.h"
+
 enum { MAX_THREADS = 8, DECODE_BATCH = 256, BOS = 1, EOS = 2, PAD = 0 };
 
 typedef struct opts {
@@ -61,6 +69,8 @@ typedef struct opts {
         mlp_dim, batch, src_len, tgt_len, steps, warmup, decode_words, beam;
     double dropout, label_smoothing, lr, weight_decay, beta2, clip;
     uint64_t seed;
+    mha_precision precisions[BENCH_MAX_PRECISIONS];
+    size_t n_precisions;
 } opts;
 
 static double now(void)
@@ -114,12 +124,18 @@ static void usage(void)
          "         [--mlp-dim N] [--dropout P] [--label-smoothing E] [--batch N]\n"
          "         [--src-len S] [--tgt-len T] [--steps N] [--warmup N] [--threads LIST]\n"
          "         [--lr X] [--weight-decay X] [--beta2 X] [--clip X] [--seed N]\n"
-         "         [--decode-words N] [--beam K] [--json FILE]\n"
+         "         [--decode-words N] [--beam K] [--precision LIST] [--json FILE]\n"
+         "       mha-g2p-bench --check-precision LIST\n"
          "defaults: --src-vocab 30 --tgt-vocab 72 --src-context 36 --tgt-context 36\n"
          "          --enc-layers 3 --dec-layers 3 --heads 4 --dim 192 --mlp-dim 768\n"
          "          --dropout 0.1 --label-smoothing 0.1 --batch 128 --src-len 10 --tgt-len 10\n"
          "          --steps 30 --warmup 5 --threads 1,2 --lr 1e-3 --weight-decay 0.1\n"
          "          --beta2 0.99 --clip 1.0 --seed 1 --decode-words 2000 --beam 4\n"
+         "          --precision fp32\n"
+         "--precision: fp32, bf16 (bfloat16 products, float32 sums; needs AVX512_BF16) or\n"
+         "  fp32,bf16: the training step is timed in each (decoding: float32); a precision\n"
+         "  this CPU lacks: a message, exit status 2. --check-precision LIST: say whether\n"
+         "  each runs here and exit (0 all available, 2 not).\n"
          "(--warmup-steps is --warmup, as bench/torch_g2p.py spells it; --mlp-dim 0 = 4·dim;\n"
          " --decode-words 0 skips decoding)");
 }
@@ -159,7 +175,8 @@ static void parse(int argc, char **argv, opts *o)
                 .heads = 4, .dim = 192, .mlp_dim = 768, .batch = 128, .src_len = 10,
                 .tgt_len = 10, .steps = 30, .warmup = 5, .decode_words = 2000, .beam = 4,
                 .dropout = 0.1, .label_smoothing = 0.1, .lr = 1e-3, .weight_decay = 0.1,
-                .beta2 = 0.99, .clip = 1.0, .seed = 1};
+                .beta2 = 0.99, .clip = 1.0, .seed = 1,
+                .precisions = {MHA_PRECISION_FP32}, .n_precisions = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -196,6 +213,10 @@ static void parse(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--beta2")) o->beta2 = parse_double(a, v, 0, 0.999999);
         else if (!strcmp(a, "--clip")) o->clip = parse_double(a, v, 0, 1e12);
         else if (!strcmp(a, "--seed")) o->seed = (uint64_t)parse_size(a, v, 1);
+        else if (!strcmp(a, "--precision"))
+            o->n_precisions = bench_precision_parse("mha-g2p-bench", v, o->precisions);
+        else if (!strcmp(a, "--check-precision"))
+            bench_precision_check_and_exit("mha-g2p-bench", v);
         else if (!strcmp(a, "--threads")) {
             o->n_threads = 0;
             char buf[128];
@@ -231,9 +252,10 @@ static void parse(int argc, char **argv, opts *o)
         fprintf(stderr, "mha-g2p-bench: --heads must divide --dim\n");
         exit(2);
     }
+    bench_precision_require("mha-g2p-bench", o->precisions, o->n_precisions);
 }
 
-static mha_s2s_config model_config(const opts *o, int threads)
+static mha_s2s_config model_config(const opts *o, int threads, mha_precision prec)
 {
     return (mha_s2s_config){.src_vocab = o->src_vocab, .tgt_vocab = o->tgt_vocab,
                             .src_context = o->src_context, .tgt_context = o->tgt_context,
@@ -241,7 +263,8 @@ static mha_s2s_config model_config(const opts *o, int threads)
                             .heads = o->heads, .dim = o->dim, .mlp_dim = o->mlp_dim,
                             .attn_dropout = o->dropout, .resid_dropout = o->dropout,
                             .label_smoothing = o->label_smoothing, .seed = o->seed,
-                            .threads = threads, .attn_mode = MHA_ATTN_STORED};
+                            .threads = threads, .attn_mode = MHA_ATTN_STORED,
+                            .precision = prec};
 }
 
 /* ---- training step -------------------------------------------------------------------- */
@@ -300,13 +323,14 @@ static void free_batches(batches *bt)
 
 typedef struct train_result {
     int threads;
+    mha_precision precision;
     double ms, min_ms, fwd_ms, bwd_ms, opt_ms, words_per_s, last_loss;
 } train_result;
 
 static train_result time_training(const opts *o, const batches *bt, int threads,
-                                  size_t *n_params)
+                                  mha_precision prec, size_t *n_params)
 {
-    const mha_s2s_config mc = model_config(o, threads);
+    const mha_s2s_config mc = model_config(o, threads, prec);
     mha_s2s *m;
     mha_optimizer *opt;
     mha_optim_config oc;
@@ -364,7 +388,7 @@ static train_result time_training(const opts *o, const batches *bt, int threads,
         exit(1);
     }
     const size_t w = o->warmup, n = o->steps;
-    train_result r = {.threads = threads, .last_loss = loss};
+    train_result r = {.threads = threads, .precision = prec, .last_loss = loss};
     double mn = t_all[w];
     for (size_t s = w; s < total; s++)
         mn = fmin(mn, t_all[s]);
@@ -419,7 +443,7 @@ static void draw_words(const opts *o, size_t n, int32_t *ids, size_t *lens)
 static decode_result time_decoding(const opts *o, const int32_t *ids, const size_t *lens,
                                    size_t n, size_t K, int threads)
 {
-    const mha_s2s_config mc = model_config(o, threads);
+    const mha_s2s_config mc = model_config(o, threads, MHA_PRECISION_FP32);
     const size_t S = o->src_len, L = o->tgt_context, DB = DECODE_BATCH;
     mha_s2s *m;
     mha_s2s_infer *inf;
@@ -496,15 +520,17 @@ int main(int argc, char **argv)
            o.enc_layers, o.dec_layers, o.heads, o.dim, F, o.src_vocab, o.tgt_vocab,
            o.src_context, o.tgt_context, o.batch, o.src_len, o.tgt_len, bt.mean_src_tokens,
            bt.mean_scored, o.dropout, o.label_smoothing, o.steps, o.warmup);
-    train_result res[MAX_THREADS];
-    size_t n_params = 0;
-    for (size_t i = 0; i < o.n_threads; i++) {
-        res[i] = time_training(&o, &bt, o.threads[i], &n_params);
-        printf("threads %d: step %.2f ms (min %.2f; forward %.2f, backward %.2f, optimizer "
-               "%.2f), %.0f words/s, last loss %.4f\n", res[i].threads, res[i].ms,
-               res[i].min_ms, res[i].fwd_ms, res[i].bwd_ms, res[i].opt_ms, res[i].words_per_s,
-               res[i].last_loss);
-    }
+    train_result res[MAX_THREADS * BENCH_MAX_PRECISIONS];
+    size_t n_params = 0, n_res = 0;
+    for (size_t k = 0; k < o.n_precisions; k++)
+        for (size_t i = 0; i < o.n_threads; i++) {
+            train_result *r = &res[n_res++];
+            *r = time_training(&o, &bt, o.threads[i], o.precisions[k], &n_params);
+            printf("%s, threads %d: step %.2f ms (min %.2f; forward %.2f, backward %.2f, "
+                   "optimizer %.2f), %.0f words/s, last loss %.4f\n",
+                   mha_precision_name(r->precision), r->threads, r->ms, r->min_ms, r->fwd_ms,
+                   r->bwd_ms, r->opt_ms, r->words_per_s, r->last_loss);
+        }
     printf("parameters: %zu (%.2f M)\n", n_params, (double)n_params / 1e6);
     free_batches(&bt);
 
@@ -515,7 +541,7 @@ int main(int argc, char **argv)
         int32_t *ids = xcalloc(W * o.src_len, sizeof *ids);
         size_t *lens = xcalloc(W, sizeof *lens);
         draw_words(&o, W, ids, lens);
-        printf("decoding %zu random words (length %zu..%zu), batches of %d, max_len %zu, "
+        printf("decoding (fp32) %zu random words (length %zu..%zu), batches of %d, max_len %zu, "
                "untrained model: WORST CASE, every hypothesis runs to max length\n", W,
                o.src_len / 2 > 0 ? o.src_len / 2 : 1, o.src_len, DECODE_BATCH, o.tgt_context);
         const size_t widths[2] = {1, o.beam};
@@ -550,20 +576,24 @@ int main(int argc, char **argv)
                    "\"mean_src_tokens\": %.2f, \"mean_scored_targets\": %.2f, \"lr\": %g, "
                    "\"weight_decay\": %g, \"betas\": [0.9, %g], \"eps\": 1e-08, \"clip\": %g, "
                    "\"warmup_steps\": %zu, \"seed\": %llu},\n \"params\": %zu, \"steps\": %zu, "
-                   "\"train\": [",
+                   "\"precisions\": [",
                 o.src_vocab, o.tgt_vocab, o.src_context, o.tgt_context, o.enc_layers,
                 o.dec_layers, o.heads, o.dim, F, o.dropout, o.dropout, o.label_smoothing,
                 o.batch, o.src_len, o.tgt_len, bt.mean_src_tokens, bt.mean_scored, o.lr,
                 o.weight_decay, o.beta2, o.clip, o.warmup, (unsigned long long)o.seed, n_params,
                 o.steps);
-        for (size_t i = 0; i < o.n_threads; i++)
-            fprintf(f, "%s\n  {\"threads\": %d, \"ms\": %.4f, \"min_ms\": %.4f, "
+        for (size_t k = 0; k < o.n_precisions; k++)
+            fprintf(f, "%s\"%s\"", k ? ", " : "", mha_precision_name(o.precisions[k]));
+        fprintf(f, "], \"train\": [");
+        for (size_t i = 0; i < n_res; i++)
+            fprintf(f, "%s\n  {\"precision\": \"%s\", \"threads\": %d, \"ms\": %.4f, \"min_ms\": %.4f, "
                        "\"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"opt_ms\": %.4f, "
                        "\"words_per_s\": %.1f, \"last_loss\": %.6f}",
-                    i ? "," : "", res[i].threads, res[i].ms, res[i].min_ms, res[i].fwd_ms,
+                    i ? "," : "", mha_precision_name(res[i].precision), res[i].threads,
+                    res[i].ms, res[i].min_ms, res[i].fwd_ms,
                     res[i].bwd_ms, res[i].opt_ms, res[i].words_per_s, res[i].last_loss);
         fprintf(f, "],\n \"decode\": {\"words\": %zu, \"batch\": %d, \"max_len\": %zu, "
-                   "\"model\": \"untrained\", \"note\": \"worst case: every hypothesis runs "
+                   "\"model\": \"untrained\", \"precision\": \"fp32\", \"note\": \"worst case: every hypothesis runs "
                    "to max length\", \"runs\": [", W, DECODE_BATCH, o.tgt_context);
         for (size_t i = 0; i < n_dec; i++)
             fprintf(f, "%s\n  {\"beam\": %zu, \"threads\": %d, \"words_per_s\": %.1f, "

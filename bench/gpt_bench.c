@@ -3,16 +3,22 @@
  * (zero_grad, forward, backward, global-norm clip, AdamW step) on random windows of a
  * text, and generation with and without the key/value cache.
  *
- *   mha-gpt-bench [--data FILE] [--threads 1,2] [--steps 60] [--warmup 10]
- *                 [--layers 4 --heads 4 --dim 128 --context 64 --batch 12]
- *                 [--gen-chars 2000] [--json FILE]
+ *   mha-gpt-bench [--data FILE] [--threads 1,2] [--precision fp32] [--steps 60]
+ *                 [--warmup 10] [--layers 4 --heads 4 --dim 128 --context 64 --batch 12]
+ *                 [--gen-chars 2000] [--json FILE] [--check-precision LIST]
  *
- * Per thread count it reports the median (and min) milliseconds of a whole step and
- * the medians of its three parts (forward, backward, optimizer), and tokens/s. Then,
+ * Per precision (--precision fp32, bf16 or fp32,bf16: the model's mha_gpt_config.precision;
+ * bf16 = bfloat16 operands with float32 sums in the projections, the MLP and the read-out)
+ * and thread count it reports the median (and min) milliseconds of a whole step and
+ * the medians of its three parts (forward, backward, optimizer), and tokens/s; and the
+ * median of an evaluation forward (training = 0, with the loss, as mha-gpt train's
+ * evaluation runs it) over min(--steps, 20) batches. A precision this CPU cannot run: a
+ * message naming the missing CPU feature, exit status 2. Then,
  * with one thread, characters/s of generation: with the cache (each character costs
  * one row per block; when the window is full the last context/2 characters are fed
  * again) and without it (a forward over the whole window per character), sampling the
- * argmax so both produce the same text.
+ * argmax so both produce the same text. Generation always runs in float32, as `mha-gpt
+ * sample` does.
  * The bench prints; the library does not. bench/run_gpt.sh runs it beside PyTorch.
  */
 #include <errno.h>
@@ -24,12 +30,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_precision.h"
+
 typedef struct opts {
     const char *data, *json;
     int threads[8];
     size_t n_threads;
     long steps, warmup, gen_chars;
     size_t layers, heads, dim, context, batch;
+    mha_precision precisions[BENCH_MAX_PRECISIONS];
+    size_t n_precisions;
 } opts;
 
 static double now(void)
@@ -96,11 +106,17 @@ static int32_t *load_text(const char *path, size_t *n, size_t *V)
 
 static void usage(void)
 {
-    puts("usage: mha-gpt-bench [--data FILE] [--threads LIST] [--steps N] [--warmup N]\n"
-         "                     [--layers N] [--heads N] [--dim N] [--context N] [--batch N]\n"
-         "                     [--gen-chars N] [--json FILE]\n"
-         "defaults: --data data/tinyshakespeare.txt --threads 1,2 --steps 60 --warmup 10\n"
-         "          --layers 4 --heads 4 --dim 128 --context 64 --batch 12 --gen-chars 2000");
+    puts("usage: mha-gpt-bench [--data FILE] [--threads LIST] [--precision LIST] [--steps N]\n"
+         "                     [--warmup N] [--layers N] [--heads N] [--dim N] [--context N]\n"
+         "                     [--batch N] [--gen-chars N] [--json FILE]\n"
+         "       mha-gpt-bench --check-precision LIST\n"
+         "defaults: --data data/tinyshakespeare.txt --threads 1,2 --precision fp32 --steps 60\n"
+         "          --warmup 10 --layers 4 --heads 4 --dim 128 --context 64 --batch 12\n"
+         "          --gen-chars 2000\n"
+         "--precision: fp32, bf16 (bfloat16 products, float32 sums; needs AVX512_BF16) or\n"
+         "  fp32,bf16: the training step is timed in each (generation: float32). A precision\n"
+         "  this CPU lacks: a message, exit status 2. --check-precision LIST: say whether each\n"
+         "  runs here and exit (0 all available, 2 not).");
 }
 
 static size_t parse_size(const char *opt, const char *v)
@@ -119,7 +135,8 @@ static void parse(int argc, char **argv, opts *o)
 {
     *o = (opts){.data = "data/tinyshakespeare.txt", .threads = {1, 2}, .n_threads = 2,
                 .steps = 60, .warmup = 10, .gen_chars = 2000, .layers = 4, .heads = 4,
-                .dim = 128, .context = 64, .batch = 12};
+                .dim = 128, .context = 64, .batch = 12,
+                .precisions = {MHA_PRECISION_FP32}, .n_precisions = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -141,6 +158,10 @@ static void parse(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--dim")) o->dim = parse_size(a, v);
         else if (!strcmp(a, "--context")) o->context = parse_size(a, v);
         else if (!strcmp(a, "--batch")) o->batch = parse_size(a, v);
+        else if (!strcmp(a, "--precision"))
+            o->n_precisions = bench_precision_parse("mha-gpt-bench", v, o->precisions);
+        else if (!strcmp(a, "--check-precision"))
+            bench_precision_check_and_exit("mha-gpt-bench", v);
         else if (!strcmp(a, "--threads")) {
             o->n_threads = 0;
             char buf[128];
@@ -152,18 +173,22 @@ static void parse(int argc, char **argv, opts *o)
             exit(2);
         }
     }
+    bench_precision_require("mha-gpt-bench", o->precisions, o->n_precisions);
 }
 
 typedef struct train_result {
     int threads;
-    double ms, min_ms, fwd_ms, bwd_ms, opt_ms, tokens_per_s, loss;
+    mha_precision precision;
+    double ms, min_ms, fwd_ms, bwd_ms, opt_ms, tokens_per_s, loss, eval_ms;
+    long eval_batches;
 } train_result;
 
 static train_result time_training(const opts *o, const int32_t *ids, size_t n, size_t V,
-                                  int threads)
+                                  int threads, mha_precision prec)
 {
     mha_gpt_config c = {.vocab = V, .context = o->context, .layers = o->layers,
-                        .heads = o->heads, .dim = o->dim, .seed = 1337, .threads = threads};
+                        .heads = o->heads, .dim = o->dim, .seed = 1337, .threads = threads,
+                        .precision = prec};
     mha_gpt *g;
     mha_optimizer *opt;
     mha_optim_config oc;
@@ -212,7 +237,26 @@ static train_result time_training(const opts *o, const int32_t *ids, size_t n, s
         t_b[s] = t2 - t1;
         t_o[s] = t3 - t2;
     }
-    train_result r = {.threads = threads, .loss = loss};
+    /* evaluation forwards (training = 0, loss on the targets), as mha-gpt train evaluates:
+     * min(steps, 20) random batches, after one untimed */
+    const long n_eval = o->steps < 20 ? o->steps : 20;
+    double *t_ev = malloc((size_t)(n_eval + 1) * sizeof *t_ev);
+    for (long s = 0; s <= n_eval; s++) {
+        for (size_t b = 0; b < B; b++) {
+            uint32_t off;
+            mha_pcg32_bounded(&rng, (uint32_t)(n - T - 1), &off);
+            memcpy(tok + b * T, ids + off, T * sizeof *tok);
+            memcpy(tgt + b * T, ids + off + 1, T * sizeof *tgt);
+        }
+        double el, t0 = now();
+        if ((st = mha_gpt_forward(g, 0, B, T, tok, tgt, &el)))
+            die("evaluation forward", st);
+        t_ev[s] = now() - t0;
+    }
+    train_result r = {.threads = threads, .precision = prec, .loss = loss,
+                      .eval_batches = n_eval};
+    r.eval_ms = 1e3 * median(t_ev + 1, n_eval);
+    free(t_ev);
     double mn = t_all[o->warmup];
     for (long s = o->warmup; s < total; s++)
         mn = fmin(mn, t_all[s]);
@@ -301,19 +345,23 @@ int main(int argc, char **argv)
     }
     printf("baby GPT: L%zu H%zu C%zu context %zu batch %zu, V %zu, %ld steps after %ld "
            "warm-up\n", o.layers, o.heads, o.dim, o.context, o.batch, V, o.steps, o.warmup);
-    train_result res[8];
-    for (size_t i = 0; i < o.n_threads; i++) {
-        res[i] = time_training(&o, ids, n, V, o.threads[i]);
-        printf("threads %d: step %.2f ms (min %.2f; forward %.2f, backward %.2f, optimizer "
-               "%.2f), %.0f tokens/s\n", res[i].threads, res[i].ms, res[i].min_ms,
-               res[i].fwd_ms, res[i].bwd_ms, res[i].opt_ms, res[i].tokens_per_s);
-    }
+    train_result res[8 * BENCH_MAX_PRECISIONS];
+    size_t n_res = 0;
+    for (size_t k = 0; k < o.n_precisions; k++)
+        for (size_t i = 0; i < o.n_threads; i++) {
+            train_result *r = &res[n_res++];
+            *r = time_training(&o, ids, n, V, o.threads[i], o.precisions[k]);
+            printf("%s, threads %d: step %.2f ms (min %.2f; forward %.2f, backward %.2f, "
+                   "optimizer %.2f), %.0f tokens/s; evaluation forward %.2f ms\n",
+                   mha_precision_name(r->precision), r->threads, r->ms, r->min_ms, r->fwd_ms,
+                   r->bwd_ms, r->opt_ms, r->tokens_per_s, r->eval_ms);
+        }
     long ck_cached, ck_full;
     double cps = time_generation(&o, V, 1, o.gen_chars, &ck_cached);
     double cps_full = time_generation(&o, V, 0, o.gen_chars, &ck_full);
     (void)ck_cached;
     (void)ck_full;
-    printf("generation, 1 thread: %.0f chars/s with the cache, %.0f chars/s without (%.1fx)\n",
+    printf("generation, fp32, 1 thread: %.0f chars/s with the cache, %.0f chars/s without (%.1fx)\n",
            cps, cps_full, cps / cps_full);
     if (o.json) {
         FILE *f = fopen(o.json, "w");
@@ -322,15 +370,21 @@ int main(int argc, char **argv)
             return 1;
         }
         fprintf(f, "{\"layers\": %zu, \"heads\": %zu, \"dim\": %zu, \"context\": %zu, "
-                   "\"batch\": %zu, \"vocab\": %zu, \"steps\": %ld, \"train\": [",
+                   "\"batch\": %zu, \"vocab\": %zu, \"steps\": %ld, \"precisions\": [",
                 o.layers, o.heads, o.dim, o.context, o.batch, V, o.steps);
-        for (size_t i = 0; i < o.n_threads; i++)
-            fprintf(f, "%s{\"threads\": %d, \"ms\": %.4f, \"min_ms\": %.4f, \"fwd_ms\": %.4f, "
-                       "\"bwd_ms\": %.4f, \"opt_ms\": %.4f, \"tokens_per_s\": %.1f}",
-                    i ? ", " : "", res[i].threads, res[i].ms, res[i].min_ms, res[i].fwd_ms,
-                    res[i].bwd_ms, res[i].opt_ms, res[i].tokens_per_s);
-        fprintf(f, "], \"gen_chars_per_s\": %.1f, \"gen_chars_per_s_no_cache\": %.1f}\n", cps,
-                cps_full);
+        for (size_t k = 0; k < o.n_precisions; k++)
+            fprintf(f, "%s\"%s\"", k ? ", " : "", mha_precision_name(o.precisions[k]));
+        fprintf(f, "], \"train\": [");
+        for (size_t i = 0; i < n_res; i++)
+            fprintf(f, "%s{\"precision\": \"%s\", \"threads\": %d, \"ms\": %.4f, "
+                       "\"min_ms\": %.4f, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
+                       "\"opt_ms\": %.4f, \"tokens_per_s\": %.1f, \"eval_fwd_ms\": %.4f, "
+                       "\"eval_batches\": %ld}",
+                    i ? ", " : "", mha_precision_name(res[i].precision), res[i].threads,
+                    res[i].ms, res[i].min_ms, res[i].fwd_ms, res[i].bwd_ms, res[i].opt_ms,
+                    res[i].tokens_per_s, res[i].eval_ms, res[i].eval_batches);
+        fprintf(f, "], \"gen_precision\": \"fp32\", \"gen_chars_per_s\": %.1f, "
+                   "\"gen_chars_per_s_no_cache\": %.1f}\n", cps, cps_full);
         fclose(f);
     }
     free(ids);

@@ -11,6 +11,9 @@
  * overflow, no subnormal operands that could slow the loop down); the kernels
  * return the sum of all lanes, which the caller checks, so no loop can be deleted.
  *
+ * The bfloat16 peak (PEAK_ISA_AVX512_BF16) runs the same loop on VDPBF16PS: each lane of
+ * an accumulator gets two bf16 products added per instruction, 4 flops a lane.
+ *
  * The kernels are compiled for their instruction sets with target attributes (the
  * rest of mha-bench stays baseline x86-64) and are only called after
  * __builtin_cpu_supports said the CPU has them.
@@ -49,6 +52,32 @@ __attribute__((target("avx512f"))) static float kernel_avx512(long iters, float 
 #undef DECL
     for (long i = 0; i < iters; i++) {
 #define STEP(k) a##k = _mm512_fmadd_ps(a##k, vm, vc);
+        PEAK_REPEAT16(STEP)
+#undef STEP
+    }
+    __m512 s = _mm512_setzero_ps();
+#define SUM(k) s = _mm512_add_ps(s, a##k);
+    PEAK_REPEAT16(SUM)
+#undef SUM
+    return _mm512_reduce_add_ps(s);
+}
+
+/* AVX512_BF16: the bfloat16 peak. 16 accumulators of 16 float32 lanes; each
+ * _mm512_dpbf16_ps (VDPBF16PS) adds to every lane the products of two bf16 pairs:
+ * a_k += m·c + m·c (m, c rounded to bf16, exact: 0.5 and 0.25), 4 flops per lane, 64 per
+ * instruction, 1024 per iteration. The accumulators grow by 0.25 per step until float32
+ * stops adding it (at 2^22 the sum rounds back, ties to even): they stay finite and
+ * positive; the instruction does the same work either way. */
+__attribute__((target("avx512f,avx512bf16"))) static float kernel_avx512_bf16(long iters,
+                                                                                float m,
+                                                                                float c) {
+    const __m512bh vm = _mm512_cvtne2ps_pbh(_mm512_set1_ps(m), _mm512_set1_ps(m));
+    const __m512bh vc = _mm512_cvtne2ps_pbh(_mm512_set1_ps(c), _mm512_set1_ps(c));
+#define DECL(k) __m512 a##k = _mm512_set1_ps((float)(k + 1));
+    PEAK_REPEAT16(DECL)
+#undef DECL
+    for (long i = 0; i < iters; i++) {
+#define STEP(k) a##k = _mm512_dpbf16_ps(a##k, vm, vc);
         PEAK_REPEAT16(STEP)
 #undef STEP
     }
@@ -120,6 +149,7 @@ static float run_kernel(peak_isa isa, long iters, float m, float c) {
     switch (isa) {
 #if PEAK_X86
     case PEAK_ISA_AVX512: return kernel_avx512(iters, m, c);
+    case PEAK_ISA_AVX512_BF16: return kernel_avx512_bf16(iters, m, c);
     case PEAK_ISA_AVX2: return kernel_avx2(iters, m, c);
     case PEAK_ISA_SSE2: return kernel_sse2(iters, m, c);
 #endif
@@ -132,6 +162,8 @@ static int cpu_has(peak_isa isa) {
     __builtin_cpu_init();
     switch (isa) {
     case PEAK_ISA_AVX512: return __builtin_cpu_supports("avx512f");
+    case PEAK_ISA_AVX512_BF16:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
     case PEAK_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case PEAK_ISA_SSE2: return __builtin_cpu_supports("sse2");
     case PEAK_ISA_SCALAR: return 1;
@@ -165,10 +197,12 @@ int peak_describe(peak_isa isa, peak_loop *loop) {
     if (isa == PEAK_ISA_AUTO) isa = peak_widest_isa();
     if (!cpu_has(isa)) return -1;
     static const peak_loop loops[] = {
-        [PEAK_ISA_SCALAR] = {PEAK_ISA_SCALAR, "scalar", 32, 1, ACC_SCALAR},
-        [PEAK_ISA_SSE2] = {PEAK_ISA_SSE2, "sse2", 128, 4, ACC_SSE2},
-        [PEAK_ISA_AVX2] = {PEAK_ISA_AVX2, "avx2+fma", 256, 8, ACC_AVX2},
-        [PEAK_ISA_AVX512] = {PEAK_ISA_AVX512, "avx512f", 512, 16, ACC_AVX512}};
+        [PEAK_ISA_SCALAR] = {PEAK_ISA_SCALAR, "scalar", 32, 1, ACC_SCALAR, 2},
+        [PEAK_ISA_SSE2] = {PEAK_ISA_SSE2, "sse2", 128, 4, ACC_SSE2, 2},
+        [PEAK_ISA_AVX2] = {PEAK_ISA_AVX2, "avx2+fma", 256, 8, ACC_AVX2, 2},
+        [PEAK_ISA_AVX512] = {PEAK_ISA_AVX512, "avx512f", 512, 16, ACC_AVX512, 2},
+        [PEAK_ISA_AVX512_BF16] = {PEAK_ISA_AVX512_BF16, "avx512_bf16", 512, 16, ACC_AVX512,
+                                  4}};
     *loop = loops[isa];
     return 0;
 }
@@ -233,7 +267,7 @@ double peak_gflops(const peak_loop *loop, int threads, int runs, double seconds,
     qsort(t, (size_t)runs, sizeof t[0], cmp_dbl);
     double med = (runs % 2) ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
     if (actual_threads) *actual_threads = team;
-    double flops = 2.0 * (double)team * (double)iters * (double)loop->accumulators *
-                   (double)loop->lanes;
+    double flops = (double)loop->flops_per_lane * (double)team * (double)iters *
+                   (double)loop->accumulators * (double)loop->lanes;
     return flops / med * 1e-9;
 }

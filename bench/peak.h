@@ -5,6 +5,8 @@
  * (picked at run time with __builtin_cpu_supports: AVX-512F, else AVX2+FMA, else
  * SSE2 with a multiply and an add in place of the FMA), timed with 1..t threads.
  * Each lane of an FMA counts 2 flops (a mul+add pair in the SSE loop counts 2 too).
+ * The bfloat16 peak (PEAK_ISA_AVX512_BF16, asked for explicitly) is the same loop on
+ * _mm512_dpbf16_ps: 16 float32 lanes, each adding two bf16 products, 4 flops a lane.
  * The loop measures how many of them a core retires per second: it does not assume
  * how many FMA units the core has or at which clock it runs them.
  */
@@ -17,7 +19,10 @@ typedef enum peak_isa {
     PEAK_ISA_SCALAR,   /* not x86: plain float multiply-adds, 1 lane          */
     PEAK_ISA_SSE2,     /* 128-bit, 4 lanes, _mm_mul_ps + _mm_add_ps           */
     PEAK_ISA_AVX2,     /* 256-bit, 8 lanes, _mm256_fmadd_ps (needs FMA too)   */
-    PEAK_ISA_AVX512    /* 512-bit, 16 lanes, _mm512_fmadd_ps                   */
+    PEAK_ISA_AVX512,   /* 512-bit, 16 lanes, _mm512_fmadd_ps                   */
+    PEAK_ISA_AVX512_BF16 /* the bfloat16 peak (not a float32 loop, never AUTO):
+                          * 512-bit, 16 float32 lanes, _mm512_dpbf16_ps, each lane
+                          * 2 bf16 products + 2 adds = 4 flops (64 an instruction) */
 } peak_isa;
 
 /* What one loop is: its instruction set and shape. */
@@ -27,6 +32,8 @@ typedef struct peak_loop {
     int vector_bits;   /* 512, 256, 128, 32                                     */
     int lanes;         /* floats per vector                                     */
     int accumulators;  /* independent FMA chains per thread (hide the latency) */
+    int flops_per_lane; /* per instruction and float32 lane: 2 (FMA, or mul + add),
+                           4 for VDPBF16PS (two bf16 products summed into the lane) */
 } peak_loop;
 
 /* The widest instruction set this CPU supports. */
@@ -36,14 +43,15 @@ peak_isa peak_widest_isa(void);
  * unknown name. */
 int peak_parse_isa(const char *name, peak_isa *isa);
 
-/* Fills *loop for `isa` (PEAK_ISA_AUTO = the widest); returns 0, or -1 when this CPU
- * cannot run it (e.g. avx512 on an AVX2-only CPU). */
+/* Fills *loop for `isa` (PEAK_ISA_AUTO = the widest float32 loop); returns 0, or -1 when
+ * this CPU cannot run it (e.g. avx512 on an AVX2-only CPU; PEAK_ISA_AVX512_BF16 without
+ * AVX512_BF16, checked with __builtin_cpu_supports("avx512bf16")). */
 int peak_describe(peak_isa isa, peak_loop *loop);
 
 /* GFLOP/s of `loop` run by `threads` OpenMP threads at once (each thread the same
  * number of FMAs, sized so that one run takes about `seconds`), the median of `runs`
- * timed runs after one untimed one: threads · FMAs · lanes · 2 / wall time of the
- * parallel region. *actual_threads gets the team size OpenMP gave (may be NULL). */
+ * timed runs after one untimed one: threads · FMAs · lanes · flops_per_lane / wall time
+ * of the parallel region. *actual_threads gets the team size OpenMP gave (may be NULL). */
 double peak_gflops(const peak_loop *loop, int threads, int runs, double seconds,
                    int *actual_threads);
 

@@ -4,6 +4,7 @@
 #
 #   bench/run.sh [--out FILE] [--build-dir DIR] [--quick] [--no-torch] [--no-train]
 #                [--no-pthreads] [--pthreads-dir DIR] [--wait-idle SEC] [--passes N]
+#                [--precision LIST]
 #
 #   --out FILE       merged results (default: bench.json in the current directory)
 #   --build-dir DIR  CMake build directory (default: ${TMPDIR:-/tmp}/mha-bench-build)
@@ -19,6 +20,11 @@
 #   --wait-idle SEC  first wait up to SEC seconds for the CPUs to be >= 90 % idle
 #                    over 3 s (other jobs on a 2-core machine ruin the 2-thread
 #                    numbers); default 0 = do not wait
+#   --precision LIST the main run's module precisions (mha-bench --precision):
+#                    default fp32,bf16 where the CPU runs bf16 (mha-bench
+#                    --check-precision bf16), else fp32 with a printed note; a list
+#                    given here is passed as it is (bf16 on a CPU without
+#                    AVX512_BF16: mha-bench's message, exit status 2)
 #
 # Steps: configure + build mha-bench (and mha-train, when the tree has it) in
 # Release; run mha-bench (C) and, where /usr/bin/python3 imports torch,
@@ -28,7 +34,10 @@
 #
 # Limits: mha-bench measures the machine's peak (a loop of independent FMAs on the
 # widest vectors the CPU has, 1 and all threads) and a 1024³ sgemm; each record gets
-# peak_fraction and sgemm_fraction. GFLOP/s count the causal half of the attention
+# peak_fraction and sgemm_fraction. With bf16 rows it also measures the bf16 peak (a
+# loop of independent _mm512_dpbf16_ps, 64 flops an instruction): a bf16 record's
+# peak_fraction is against it; its sgemm_fraction against the float32 sgemm. The
+# issue's targets and the thread-scaling section read the fp32 rows. GFLOP/s count the causal half of the attention
 # scores (3·(8·B·S·D² + 2·B·S²·D) per step; gflops_dense has the old, dense count).
 # The peak per thread count is the highest of the passes' (each a median of 7).
 #
@@ -63,9 +72,11 @@ TRAIN=1
 PTHREADS=1
 PTHREADS_DIR=""
 WAIT_IDLE=0
+PRECISION=""     # empty: fp32,bf16 where the CPU runs bf16, else fp32
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
+    --precision) PRECISION="$2"; shift 2 ;;
     --build-dir) BUILD="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --no-torch) TORCH=0; shift ;;
@@ -98,6 +109,19 @@ targets=(mha-bench)
 if grep -q 'mha-train' "$REPO/CMakeLists.txt" 2>/dev/null; then targets+=(mha-train); fi
 cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >"$TMP/build.log" 2>&1 \
   || { cat "$TMP/build.log"; exit 1; }
+
+# ---- precisions: bf16 rows beside fp32 where the CPU runs them ---------------------
+: >"$TMP/bf16_note"
+if [ -z "$PRECISION" ]; then
+  if "$BUILD/mha-bench" --check-precision bf16 >"$TMP/bf16_check" 2>&1; then
+    PRECISION=fp32,bf16
+  else
+    PRECISION=fp32
+    echo "bf16 rows skipped: $(sed 's/^bf16: not available: //' "$TMP/bf16_check")" \
+      | tee "$TMP/bf16_note"
+  fi
+fi
+echo "== precisions: $PRECISION"
 
 C_ARGS=(); T_ARGS=()
 if [ "$QUICK" = 1 ]; then
@@ -141,7 +165,7 @@ fi
 # adjacent sgemm reference.
 for pass in $(seq 1 "$PASSES"); do
   echo "== mha-bench (pass $pass of $PASSES)"
-  "$BUILD/mha-bench" "${C_ARGS[@]}" --json "$TMP/c$pass.json"
+  "$BUILD/mha-bench" "${C_ARGS[@]}" --precision "$PRECISION" --json "$TMP/c$pass.json"
   if [ "$PTHREADS" = 1 ]; then
     echo "== mha-bench with the pthreads OpenBLAS (LD_LIBRARY_PATH=$PTHREADS_DIR), thread scaling (pass $pass of $PASSES)"
     LD_LIBRARY_PATH="$PTHREADS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
@@ -232,6 +256,9 @@ busy_note = ("warning: the machine was busy at the start (%s%% idle): these numb
 def load(name):
     p = os.path.join(tmp, name)
     return json.load(open(p)) if os.path.exists(p) else None
+def readtext_early(name):
+    p = os.path.join(tmp, name)
+    return (open(p).read().strip() or None) if os.path.exists(p) else None
 def passes(prefix):
     out, k = [], 1
     while load("%s%d.json" % (prefix, k)):
@@ -243,7 +270,10 @@ c = cs[0]
 cores = c["machine"]["cores"]
 t = ts[0] if ts else None
 def key(r):
-    return (r["B"], r["S"], r["D"], r["H"], r["dropout"], r["threads"])
+    # the precision last, so key(r)[:5] is the (case, dropout) PyTorch is matched on and
+    # key(r)[:6] a torch record's key
+    return (r["B"], r["S"], r["D"], r["H"], r["dropout"], r["threads"],
+            r.get("precision", "fp32"))
 best_c = {}     # record key -> the pass's record with the lowest ms
 for p in cs:
     for r in p["records"]:
@@ -258,7 +288,7 @@ all_t_ms = {}
 for p in ts:
     for r in p["records"]:
         k5 = key(r)[:5]
-        all_t_ms.setdefault(key(r), []).append(r["ms"])
+        all_t_ms.setdefault(key(r)[:6], []).append(r["ms"])
         d = torch_ms.setdefault(k5, {})
         d[r["threads"]] = min(d.get(r["threads"], float("inf")), r["ms"])
 # the machine's peak per thread count: the highest of the passes' FMA-loop medians
@@ -269,6 +299,16 @@ for p in cs:
         if g > 0:
             peak[int(th)] = max(peak.get(int(th), 0.0), g)
 peak_all = {str(th): [p.get("peak_gflops", {}).get(str(th)) for p in cs] for th in sorted(peak)}
+# the bf16 peak (the _mm512_dpbf16_ps loop; only in runs with bf16 rows), the same way
+peak_bf16 = {}
+for p in cs:
+    for th, g in (p.get("peak_bf16_gflops") or {}).items():
+        if g > 0:
+            peak_bf16[int(th)] = max(peak_bf16.get(int(th), 0.0), g)
+peak_bf16_all = {str(th): [(p.get("peak_bf16_gflops") or {}).get(str(th)) for p in cs]
+                 for th in sorted(peak_bf16)}
+precisions = c.get("precisions", ["fp32"])
+bf16_note = readtext_early("bf16_note")
 # independent FMAs scale linearly with the threads unless the cores were shared
 peak_note = ""
 if 1 in peak and cores in peak and cores > 1 and peak[cores] < 0.8 * cores * peak[1]:
@@ -285,13 +325,16 @@ for r0 in c["records"]:
     r = best_c[key(r0)]
     k = (r["B"], r["S"], r["D"], r["H"], r["dropout"])
     tm = torch_ms.get(k, {})
-    rec = {key: r[key] for key in ("B", "S", "D", "H", "threads", "dropout", "ms", "fwd_ms",
+    rec = {key: r[key] for key in ("B", "S", "D", "H", "threads", "dropout", "precision", "ms",
+                                   "fwd_ms",
                                    "bwd_ms", "reps", "gflops", "gflops_dense", "sgemm_gflops",
                                    "sgemm_fraction", "activation_bytes", "reference_bytes",
                                    "activation_ratio")}
     # gflops: causal-half count; peak_fraction against the run's peak at these threads
-    rec["peak_gflops"] = peak.get(r["threads"])
-    rec["peak_fraction"] = r["gflops"] / peak[r["threads"]] if r["threads"] in peak else None
+    # bf16 rows: against the bf16 peak (the dpbf16 loop), fp32 rows: the FMA loop
+    pk_here = peak_bf16 if r["precision"] == "bf16" else peak
+    rec["peak_gflops"] = pk_here.get(r["threads"])
+    rec["peak_fraction"] = r["gflops"] / pk_here[r["threads"]] if r["threads"] in pk_here else None
     # torch_ms: PyTorch's best time, the faster of its 1-thread and all-thread runs
     # (the issue's definition); speedup = torch_ms / ms.
     rec["torch_ms_by_threads"] = {str(k2): v for k2, v in sorted(tm.items())}
@@ -304,6 +347,11 @@ for r0 in c["records"]:
     rec["ms_all_passes"] = all_c_ms[key(r)]
     rec["torch_ms_all_passes"] = {str(th): all_t_ms.get(key(r)[:5] + (th,), [])
                                   for th in sorted(tm)}
+    # bf16 rows: the same case's fp32 time (best pass) and fp32 ms / bf16 ms
+    if r["precision"] != "fp32":
+        f = best_c.get(key(r)[:6] + ("fp32",))
+        rec["fp32_ms"] = f["ms"] if f else None
+        rec["speedup_vs_fp32"] = f["ms"] / r["ms"] if f else None
     records.append(rec)
 
 # ---- thread scaling: 2 threads must not be slower than 1, with either OpenBLAS build
@@ -323,12 +371,12 @@ def scaling_rows(build, best, every):
     rows = []
     for shape in SCALING:
         for p in sorted({k[4] for k in best if k[:4] == shape} or {0.0, 0.1}):
-            r1, r2 = best.get(shape + (p, 1)), best.get(shape + (p, 2))
+            r1, r2 = best.get(shape + (p, 1, "fp32")), best.get(shape + (p, 2, "fp32"))
             row = {"build": build, "B": shape[0], "S": shape[1], "D": shape[2], "H": shape[3],
                    "dropout": p, "ms_1_thread": r1["ms"] if r1 else None,
                    "ms_2_threads": r2["ms"] if r2 else None, "ratio_2_to_1": None, "met": None,
-                   "ms_all_passes": {"1": every.get(shape + (p, 1), []),
-                                     "2": every.get(shape + (p, 2), [])}}
+                   "ms_all_passes": {"1": every.get(shape + (p, 1, "fp32"), []),
+                                     "2": every.get(shape + (p, 2, "fp32"), [])}}
             if r1 and r2:
                 row["ratio_2_to_1"] = r2["ms"] / r1["ms"]
                 row["met"] = r2["ms"] <= r1["ms"]
@@ -372,8 +420,9 @@ if "stored" in modes and "recompute" in modes:
 # ---- the issue's targets: p = 0, the all-core rows (2 threads on the 2-core machines the
 # issue was written for), PyTorch's best of 1 and all threads, best pass each
 def record_at(shape, p, th):
-    for r in records:
-        if (r["B"], r["S"], r["D"], r["H"]) == shape and r["dropout"] == p and r["threads"] == th:
+    for r in records:  # the issue's targets: fp32 rows
+        if ((r["B"], r["S"], r["D"], r["H"]) == shape and r["dropout"] == p and
+                r["threads"] == th and r["precision"] == "fp32"):
             return r
     return None
 def target(name, what, value, op, limit, unit):
@@ -422,6 +471,11 @@ doc = {"machine": c["machine"], "passes": len(cs), "quick": quick,
        "peak_vector_bits": c.get("peak_vector_bits"),
        "peak_gflops": {str(th): g for th, g in sorted(peak.items())},
        "peak_gflops_all_passes": peak_all, "peak_note": peak_note or None,
+       "precisions": precisions, "bf16_note": bf16_note,
+       "peak_bf16": {k: v for k, v in (c.get("peak_bf16") or {}).items() if k != "gflops"}
+                    or None,
+       "peak_bf16_gflops": {str(th): g for th, g in sorted(peak_bf16.items())},
+       "peak_bf16_gflops_all_passes": peak_bf16_all,
        "sgemm_1024": c["sgemm_1024"], "torch": t["machine"] if t else None,
        "records": records, "training": tr, "thread_scaling": scaling,
        "memory_modes": modes or None, "targets": targets}
@@ -437,22 +491,31 @@ if pk:
         pk["isa"], pk["vector_bits"], pk["accumulators"], len(cs), "" if len(cs) == 1 else "es",
         ", ".join("%d thread%s %.1f GFLOP/s" % (th, "" if th == 1 else "s", g)
                   for th, g in sorted(peak.items()))))
+if peak_bf16:
+    print("bf16 peak (_mm512_dpbf16_ps loop, 64 flops an instruction; highest of %d pass%s): %s"
+          % (len(cs), "" if len(cs) == 1 else "es",
+             ", ".join("%d thread%s %.1f GFLOP/s" % (th, "" if th == 1 else "s", g)
+                       for th, g in sorted(peak_bf16.items()))))
+if bf16_note:
+    print(bf16_note)
 print("GFLOP/s count the causal half of the attention scores: 3·(8·B·S·D² + 2·B·S²·D) per step")
 print()
-print("%-14s %3s %4s %9s %8s %6s %6s %9s %8s %9s %8s %6s %10s" % ("B,S,D,H", "thr", "p", "ms",
-      "GFLOP/s", "%sgemm", "%peak", "torch_ms", "speedup", "tuned_ms", "speedup", "act/ref",
-      "act_bytes"))
+print("%-14s %3s %4s %4s %9s %8s %6s %6s %9s %8s %9s %8s %6s %10s %6s" % ("B,S,D,H", "thr", "p",
+      "prec", "ms", "GFLOP/s", "%sgemm", "%peak", "torch_ms", "speedup", "tuned_ms", "speedup",
+      "act/ref", "act_bytes", "/fp32"))
 for r in records:
-    print("%-14s %3d %4.2g %9.4f %8.2f %5.1f%% %6s %9s %8s %9s %8s %6.3f %10d" % (
-        "%d,%d,%d,%d" % (r["B"], r["S"], r["D"], r["H"]), r["threads"], r["dropout"], r["ms"],
-        r["gflops"], 100 * r["sgemm_fraction"],
+    print("%-14s %3d %4.2g %4s %9.4f %8.2f %5.1f%% %6s %9s %8s %9s %8s %6.3f %10d %6s" % (
+        "%d,%d,%d,%d" % (r["B"], r["S"], r["D"], r["H"]), r["threads"], r["dropout"],
+        r["precision"], r["ms"], r["gflops"], 100 * r["sgemm_fraction"],
         fmt_or_dash(None if r["peak_fraction"] is None else 100 * r["peak_fraction"], "%5.1f%%"),
         fmt_or_dash(r["torch_ms"], "%.4f"),
         fmt_or_dash(r["speedup"], "%.1fx"), fmt_or_dash(r["torch_ms_malloc_tuned"], "%.4f"),
-        fmt_or_dash(r["speedup_vs_malloc_tuned"], "%.1fx"), r["activation_ratio"], r["activation_bytes"]))
+        fmt_or_dash(r["speedup_vs_malloc_tuned"], "%.1fx"), r["activation_ratio"], r["activation_bytes"],
+        fmt_or_dash(r.get("speedup_vs_fp32"), "%.2fx")))
 print("(speedup = PyTorch's best of 1 and %d threads / ours; tuned = the same with glibc malloc "
-      "keeping its heap;\n %%sgemm, %%peak = GFLOP/s / the 1024³ sgemm's, / the FMA-loop peak's, "
-      "at the row's thread count;\n the issue's targets use the %d-thread rows)" % (cores, cores))
+      "keeping its heap;\n %%sgemm, %%peak = GFLOP/s / the 1024³ sgemm's, / the FMA-loop peak's "
+      "(bf16 rows: the bf16 peak's), at the row's thread count;\n /fp32 = the fp32 row's ms / "
+      "the bf16 row's; the issue's targets use the fp32 %d-thread rows)" % (cores, cores))
 if tr:
     print()
     print("training (%s): mha-train %.1f steps/s, PyTorch %s steps/s, ratio %s; "
@@ -494,7 +557,7 @@ UNIT_FMT = {"x": "%.2fx", "": "%.3f", "steps/s": "%.0f steps/s", "MiB": "%.1f Mi
 def met_word(t):
     return {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
 print()
-print("targets (issue 9): dropout 0, %d-thread rows, best pass; speed-up = PyTorch's best of 1 "
+print("targets (issue 9): fp32, dropout 0, %d-thread rows, best pass; speed-up = PyTorch's best of 1 "
       "and %d threads / ours;\n peak fraction with the causal count; memory modes at %d threads"
       % (cores, cores, cores))
 print("%-44s %12s %18s  %s" % ("target", "measured", "wanted", ""))
@@ -524,22 +587,31 @@ with open(md, "w") as f:
                     pk["isa"], pk["vector_bits"],
                     ", ".join("%.1f GFLOP/s with %d thread%s" % (g, th, "" if th == 1 else "s")
                               for th, g in sorted(peak.items()))))
-    f.write("| B, S, D, H | threads | dropout | ms | GFLOP/s | sgemm GFLOP/s | sgemm fraction "
-            "| peak fraction | PyTorch ms (best) | speed-up | PyTorch ms, malloc tuned "
-            "| speed-up | saved bytes | / reference |\n")
-    f.write("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-            "| ---: | ---: |\n")
+    if peak_bf16:
+        f.write("bf16 peak (`_mm512_dpbf16_ps` loop, 64 flops an instruction): %s; the bf16 "
+                "rows' peak fraction is against it, their sgemm fraction against the float32 "
+                "sgemm.\n\n" % ", ".join("%.1f GFLOP/s with %d thread%s" % (
+                    g, th, "" if th == 1 else "s") for th, g in sorted(peak_bf16.items())))
+    if bf16_note:
+        f.write("%s\n\n" % bf16_note)
+    f.write("| B, S, D, H | threads | dropout | precision | ms | GFLOP/s | sgemm GFLOP/s "
+            "| sgemm fraction | peak fraction | PyTorch ms (best) | speed-up "
+            "| PyTorch ms, malloc tuned | speed-up | saved bytes | / reference "
+            "| fp32 ms / this |\n")
+    f.write("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+            "| ---: | ---: | ---: | ---: |\n")
     for r in records:
-        f.write("| %d, %d, %d, %d | %d | %g | %.4g | %.1f | %.0f | %.0f %% | %s | %s | %s | %s "
-                "| %s | %d | %.3f |\n" % (
-            r["B"], r["S"], r["D"], r["H"], r["threads"], r["dropout"], r["ms"], r["gflops"],
+        f.write("| %d, %d, %d, %d | %d | %g | %s | %.4g | %.1f | %.0f | %.0f %% | %s | %s | %s "
+                "| %s | %s | %d | %.3f | %s |\n" % (
+            r["B"], r["S"], r["D"], r["H"], r["threads"], r["dropout"], r["precision"], r["ms"],
+            r["gflops"],
             r["sgemm_gflops"], 100 * r["sgemm_fraction"],
             fmt_or_dash(None if r["peak_fraction"] is None else 100 * r["peak_fraction"],
                         "%.0f %%"),
             fmt_or_dash(r["torch_ms"], "%.4g"),
             fmt_or_dash(r["speedup"], "%.1f×"), fmt_or_dash(r["torch_ms_malloc_tuned"], "%.4g"),
             fmt_or_dash(r["speedup_vs_malloc_tuned"], "%.1f×"), r["activation_bytes"],
-            r["activation_ratio"]))
+            r["activation_ratio"], fmt_or_dash(r.get("speedup_vs_fp32"), "%.2f×")))
     if tr:
         f.write("\nTraining, `reverse` with mha-train's defaults: mha-train %.1f steps/s, "
                 "PyTorch %s steps/s (best of %s threads), ratio %s; PyTorch with malloc "
@@ -570,7 +642,7 @@ with open(md, "w") as f:
                     modes["stored"]["ms"], modes["stored"]["activation_bytes"] / 2.0**20,
                     modes["recompute"]["ms"], modes["recompute"]["activation_bytes"] / 2.0**20,
                     modes["time_ratio"]))
-    f.write("\nTargets (issue 9; dropout 0, %d-thread rows, best pass; speed-up = PyTorch's "
+    f.write("\nTargets (issue 9; fp32, dropout 0, %d-thread rows, best pass; speed-up = PyTorch's "
             "best of 1 and %d threads / ours; peak fraction with the causal count%s):\n\n" % (
                 cores, cores, "; --quick: a smoke run" if quick else ""))
     f.write("| target | measured | wanted | met? |\n| --- | ---: | ---: | --- |\n")

@@ -87,6 +87,34 @@ static void g2p_train_resume_bitwise(void **state)
     assert_same_checkpoint("a/checkpoint.safetensors", "b/checkpoint.safetensors");
 }
 
+/* --precision bf16: refused with exit 2 naming avx512_bf16 where the CPU lacks it (as
+ * MHA_DISABLE_BF16 makes this one); elsewhere recorded in the checkpoint, resumed bit for
+ * bit from it at one thread, and the model it trains pronounces (in float32). */
+static void g2p_train_bf16(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    setenv("MHA_DISABLE_BF16", "1", 1);
+    const int refused = g2p("no", "train --data d.dict " TINY " --steps 4 --precision bf16 "
+                                  "--out no");
+    unsetenv("MHA_DISABLE_BF16");
+    assert_int_equal(refused, 2);
+    assert_file_contains("no.err", "--precision bf16 needs a CPU with avx512_bf16");
+    if (!mha_precision_available(MHA_PRECISION_BF16)) {
+        print_message("[  SKIP    ] this CPU has no avx512_bf16: bf16 training not tested here\n");
+        skip();
+    }
+    assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 20 --eval-every 10 "
+                              "--precision bf16 --out a"), 0);
+    assert_int_equal(g2p("b1", "train --data d.dict " TINY " --steps 20 --eval-every 10 "
+                               "--precision bf16 --stop-after 10 --out b"), 0);
+    assert_int_equal(g2p("b2", "train --resume b/checkpoint.safetensors"), 0);
+    assert_same_checkpoint("a/checkpoint.safetensors", "b/checkpoint.safetensors");
+    assert_file_contains("b/summary.json", "\"precision\":\t\"bf16\"");
+    assert_int_equal(g2p("p", "pronounce --model a/best.safetensors hello"), 0);
+    assert_file_contains("p.out", "HELLO ");
+}
+
 /* pronounce: CMUdict lines; lower case accepted; a word it cannot spell is named with its
  * character, the others still pronounced, exit 2; --nbest lists alternates with scores. */
 static void g2p_pronounce(void **state)
@@ -242,6 +270,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(g2p_train_learns, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_resume_bitwise, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_train_bf16, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_pronounce, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_eval_files, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_bad_input, tmpdir_setup, tmpdir_teardown),

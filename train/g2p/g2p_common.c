@@ -55,6 +55,7 @@ const cli_opt G2P_TRAIN_OPTS[] = {
     CLI_OPT_CKPT_EVERY(OFF(ckpt_every)),
     CLI_OPT_STOP_AFTER(OFF(stop_after)),
     CLI_OPT_THREADS(OFF(threads)),
+    CLI_OPT_PRECISION(OFF(precision)),
     {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
      "output directory (with --resume: the checkpoint's directory unless given)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
@@ -160,7 +161,10 @@ void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,
                          .attn_dropout = cfg->dropout, .resid_dropout = cfg->dropout,
                          .label_smoothing = cfg->label_smoothing, .seed = cfg->seed,
                          .threads = with_optimizer ? cfg->threads : cfg->run_threads,
-                         .attn_mode = MHA_ATTN_STORED};
+                         .attn_mode = MHA_ATTN_STORED,
+                         /* pronounce and eval decode in float32 (the key/value caches) */
+                         .precision = with_optimizer ? (mha_precision)cfg->precision
+                                                     : MHA_PRECISION_FP32};
     cli_check(mha_s2s_create(&r->m, &mc, max_batch), "cannot create the model");
     if (with_optimizer) {
         mha_optim_config oc;

@@ -37,6 +37,7 @@ typedef struct g2p_config {
     uint64_t seed, eval_every, ckpt_every, stop_after;
     size_t eval_words;
     int threads;
+    int precision;               /* mha_precision of training's products                */
     char out[CLI_PATH_CAP];
     char resume[CLI_PATH_CAP];
     size_t src_context, tgt_context; /* derived from the data (stored in checkpoints)   */

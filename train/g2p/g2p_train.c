@@ -330,6 +330,9 @@ static void setup(trainer *t, int argc, char **argv, int first)
         cli_die_usage("--warmup %llu must be below --steps %llu",
                       (unsigned long long)c->warmup, (unsigned long long)c->steps);
     c->threads = cli_check_threads(c->threads, 1);
+    cli_check_precision(c->precision,
+                        given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "precision")] ||
+                            !c->resume[0]);
     /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its
      * own around each call): --threads 1 means one thread for the whole step */
     omp_set_num_threads(c->threads);
@@ -421,9 +424,9 @@ int g2p_train_main(int argc, char **argv, int first)
            "source and %zu target symbols\n", c->enc_layers, c->dec_layers, c->dim, c->heads,
            c->mlp_dim ? c->mlp_dim : 4 * c->dim, n_params, t->r.src.n, t->r.tgt.n);
     printf("  %llu steps of %zu pronunciations, AdamW lr %g (warm-up %llu, cosine to %g), "
-           "dropout %g, label smoothing %g, %d threads\n", (unsigned long long)c->steps,
+           "dropout %g, label smoothing %g, %d threads, %s\n", (unsigned long long)c->steps,
            c->batch, c->lr, (unsigned long long)c->warmup, c->min_lr, c->dropout,
-           c->label_smoothing, c->threads);
+           c->label_smoothing, c->threads, CLI_PRECISION_NAMES[c->precision]);
     if (c->resume[0])
         printf("  resumed from %s at step %llu\n", c->resume, (unsigned long long)t->r.step);
     fflush(stdout);

@@ -268,12 +268,13 @@ int gpt_train_main(int argc, char **argv, int first)
     printf("mha-gpt train: %s (%zu characters%s, vocabulary %zu; train %zu, validation %zu)\n"
            "  %zu block(s), %zu heads, dim %zu, context %zu, %zu parameters, dropout %g\n"
            "  AdamW lr %g (warm-up %llu, cosine to %g), beta2 %g, weight decay %g%s, clip %g, "
-           "batch %zu, %llu steps, seed %llu, threads %d, out %s\n",
+           "batch %zu, %llu steps, seed %llu, threads %d, %s, out %s\n",
            c->data, text_corpus_len(t->corpus), c->utf8 ? ", UTF-8" : "", V, t->len[0],
            t->len[1], c->layers, c->heads, c->dim, c->context, n_params, c->dropout, c->lr,
            (unsigned long long)c->warmup, c->min_lr, c->beta2, c->weight_decay,
            c->decay_all ? " (all tensors)" : " (matmul weights)", c->clip, c->batch,
-           (unsigned long long)c->steps, (unsigned long long)c->seed, c->threads, c->out);
+           (unsigned long long)c->steps, (unsigned long long)c->seed, c->threads,
+           CLI_PRECISION_NAMES[c->precision], c->out);
     if (dist_size() > 1)
         printf("  %d ranks (MPI), each with %zu or %zu of the %zu windows of a step, gradients "
                "summed %s\n", dist_size(), c->batch / (size_t)dist_size(), t->cap_b, c->batch,

@@ -256,6 +256,7 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
     uint64_t n_sync = 0;
     dist_grads_stats(t->dg, &wait, &n_sync);
     cJSON_AddNumberToObject(root, "ranks", dist_size());
+    cJSON_AddStringToObject(root, "precision", CLI_PRECISION_NAMES[t->cfg.precision]);
     cJSON_AddStringToObject(root, "grad_sync", dist_size() == 1 ? "none"
                                                : t->cfg.grad_sync == DIST_SYNC_OVERLAP ? "overlap"
                                                                                        : "after");
