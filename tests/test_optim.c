@@ -430,36 +430,42 @@ static void optim_f64_clip_beyond_float_range(void **state)
     mhad_optim_destroy(o);
 }
 
-/* cmocka_unit_test names a test by its spelling: expand F32(n)/F64(n) first */
-#define UNIT_TEST(f) cmocka_unit_test(f)
-#define TYPED_TESTS(T)                                                      \
-    UNIT_TEST(T(sgd_plain_matches_formula_and_torch)),                      \
-        UNIT_TEST(T(sgd_momentum_weight_decay_matches_formula_and_torch)),  \
-        UNIT_TEST(T(adam_matches_formula_and_torch)),                       \
-        UNIT_TEST(T(adam_weight_decay_matches_formula_and_torch)),          \
-        UNIT_TEST(T(adamw_matches_formula_and_torch)),                      \
-        UNIT_TEST(T(group_weight_decay_is_per_group)),                      \
-        UNIT_TEST(T(thread_count_independent)),                             \
-        UNIT_TEST(T(step_count_set_get)),                                   \
-        UNIT_TEST(T(checkpoint_resume_is_bitwise)),                         \
-        UNIT_TEST(T(group_access)),                                         \
-        UNIT_TEST(T(clip_scales_to_max_norm)),                              \
-        UNIT_TEST(T(clip_leaves_small_gradients_alone)),                    \
-        UNIT_TEST(T(nonfinite_gradient_refused)),                           \
-        UNIT_TEST(T(invalid_arguments_change_nothing))
-#define F32(n) optim_##n
-#define F64(n) optim_f64_##n
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        TYPED_TESTS(F32),
+        cmocka_unit_test(optim_sgd_plain_matches_formula_and_torch),
+        cmocka_unit_test(optim_sgd_momentum_weight_decay_matches_formula_and_torch),
+        cmocka_unit_test(optim_adam_matches_formula_and_torch),
+        cmocka_unit_test(optim_adam_weight_decay_matches_formula_and_torch),
+        cmocka_unit_test(optim_adamw_matches_formula_and_torch),
+        cmocka_unit_test(optim_group_weight_decay_is_per_group),
+        cmocka_unit_test(optim_thread_count_independent),
+        cmocka_unit_test(optim_step_count_set_get),
+        cmocka_unit_test(optim_checkpoint_resume_is_bitwise),
+        cmocka_unit_test(optim_group_access),
+        cmocka_unit_test(optim_clip_scales_to_max_norm),
+        cmocka_unit_test(optim_clip_leaves_small_gradients_alone),
+        cmocka_unit_test(optim_nonfinite_gradient_refused),
+        cmocka_unit_test(optim_invalid_arguments_change_nothing),
         cmocka_unit_test(optim_variants_differ_as_they_should),
         cmocka_unit_test(optim_adam_bias_correction_step1),
         cmocka_unit_test(optim_default_config_is_torch),
         cmocka_unit_test(optim_lr_schedule_warmup_and_cosine),
         cmocka_unit_test(optim_lr_schedule_invalid),
-        TYPED_TESTS(F64),
+        cmocka_unit_test(optim_f64_sgd_plain_matches_formula_and_torch),
+        cmocka_unit_test(optim_f64_sgd_momentum_weight_decay_matches_formula_and_torch),
+        cmocka_unit_test(optim_f64_adam_matches_formula_and_torch),
+        cmocka_unit_test(optim_f64_adam_weight_decay_matches_formula_and_torch),
+        cmocka_unit_test(optim_f64_adamw_matches_formula_and_torch),
+        cmocka_unit_test(optim_f64_group_weight_decay_is_per_group),
+        cmocka_unit_test(optim_f64_thread_count_independent),
+        cmocka_unit_test(optim_f64_step_count_set_get),
+        cmocka_unit_test(optim_f64_checkpoint_resume_is_bitwise),
+        cmocka_unit_test(optim_f64_group_access),
+        cmocka_unit_test(optim_f64_clip_scales_to_max_norm),
+        cmocka_unit_test(optim_f64_clip_leaves_small_gradients_alone),
+        cmocka_unit_test(optim_f64_nonfinite_gradient_refused),
+        cmocka_unit_test(optim_f64_invalid_arguments_change_nothing),
         cmocka_unit_test(optim_f64_does_not_round_to_float),
         cmocka_unit_test(optim_f64_clip_beyond_float_range),
     };
