@@ -1,8 +1,9 @@
 /* Tests of the tiny training model (train/toy/toy_model.h) and its tasks (toy_tasks.h):
- * float64 finite-difference checks of every piece (embedding, read-out, cross-entropy)
- * and of the whole model end to end (every parameter, 1–2 layers, self/causal/cross
- * attention, dropout frozen by resetting the call counters), the held-out split of the
- * tasks, error paths, and a short training run whose loss must fall. */
+ * float64 finite-difference checks of the whole model end to end (every parameter, 1–2
+ * layers, self/causal/cross attention, dropout frozen by resetting the call counters),
+ * the held-out split of the tasks, error paths, and a short training run whose loss must
+ * fall. Its pieces are the library's layers (embeddings, Linear, cross-entropy), checked
+ * one by one in test_layers.c. */
 #include "test_util.h"
 
 #include <math.h>
@@ -25,125 +26,6 @@ static void assert_gc_pass(const mha_gc_result *r, const char *what)
         fail_msg("%s: worst ratio %.3g at %zu (analytic %.12g, numeric %.12g)", what,
                  r->worst_ratio, r->worst_index, r->worst_analytic, r->worst_numeric);
     assert_true(r->compared > 0);
-}
-
-/* ---- pieces: loss = Σ R ⊙ out with a fixed random R -------------------------- */
-
-typedef struct embed_ctx {
-    size_t rows, dim, n_ids, period;
-    const int32_t *ids;
-    double *E, *P, *out;
-    const double *R;
-} embed_ctx;
-
-static int embed_loss(void *vctx, double *loss)
-{
-    embed_ctx *c = vctx;
-    int st = tmd_embed_forward(c->rows, c->dim, c->ids, c->n_ids, c->E, c->P, c->period, c->out);
-    double s = 0;
-    for (size_t i = 0; i < c->rows * c->dim; i++)
-        s += c->R[i] * c->out[i];
-    *loss = s;
-    return st;
-}
-
-/* embed_backward gives dL/dE and dL/dP of L = Σ R ⊙ (E[ids] + P[r % period]). */
-static void test_model_embed_grad(void **state)
-{
-    (void)state;
-    enum { ROWS = 6, DIM = 4, NIDS = 5, PERIOD = 3 };
-    const int32_t ids[ROWS] = {0, 3, 3, 4, 1, 0};
-    double E[NIDS * DIM], P[PERIOD * DIM], out[ROWS * DIM], R[ROWS * DIM];
-    double dE[NIDS * DIM] = {0}, dP[PERIOD * DIM] = {0};
-    fill_uniform(E, NIDS * DIM, -1, 1, 1);
-    fill_uniform(P, PERIOD * DIM, -1, 1, 2);
-    fill_uniform(R, ROWS * DIM, -1, 1, 3);
-    embed_ctx c = {ROWS, DIM, NIDS, PERIOD, ids, E, P, out, R};
-    tmd_embed_backward(ROWS, DIM, ids, R, dE, dP, PERIOD);
-    mha_gc_tensor t[2] = {{"E", E, dE, NIDS * DIM}, {"P", P, dP, PERIOD * DIM}};
-    mha_gc_result res[2];
-    assert_int_equal(mha_gradcheck(embed_loss, &c, t, 2, &GC_OPT, res), MHA_OK);
-    assert_gc_pass(&res[0], "tok_emb");
-    assert_gc_pass(&res[1], "pos_emb");
-    /* row 2 (id 2) is never used: its gradient must be exactly 0 */
-    for (size_t d = 0; d < DIM; d++)
-        assert_true(dE[2 * DIM + d] == 0.0);
-    /* an out-of-range id is refused and nothing is written */
-    int32_t bad[ROWS] = {0, 1, 2, 5, 1, 0};
-    double before = out[0];
-    out[0] = 123.0;
-    assert_int_equal(tmd_embed_forward(ROWS, DIM, bad, NIDS, E, P, PERIOD, out), MHA_EINVAL);
-    assert_true(out[0] == 123.0);
-    (void)before;
-}
-
-typedef struct readout_ctx {
-    size_t rows, dim, classes;
-    double *x, *W, *b, *logits;
-    const double *R;
-} readout_ctx;
-
-static int readout_loss(void *vctx, double *loss)
-{
-    readout_ctx *c = vctx;
-    tmd_readout_forward(c->rows, c->dim, c->classes, c->x, c->W, c->b, c->logits);
-    double s = 0;
-    for (size_t i = 0; i < c->rows * c->classes; i++)
-        s += c->R[i] * c->logits[i];
-    *loss = s;
-    return 0;
-}
-
-/* readout_backward gives dL/dW, dL/db, dL/dx of L = Σ R ⊙ (x·Wᵀ + b). */
-static void test_model_readout_grad(void **state)
-{
-    (void)state;
-    enum { ROWS = 6, DIM = 5, CLASSES = 4 };
-    double x[ROWS * DIM], W[CLASSES * DIM], b[CLASSES], logits[ROWS * CLASSES],
-        R[ROWS * CLASSES];
-    double dx[ROWS * DIM] = {0}, dW[CLASSES * DIM] = {0}, db[CLASSES] = {0};
-    fill_uniform(x, ROWS * DIM, -1, 1, 11);
-    fill_uniform(W, CLASSES * DIM, -1, 1, 12);
-    fill_uniform(b, CLASSES, -1, 1, 13);
-    fill_uniform(R, ROWS * CLASSES, -1, 1, 14);
-    readout_ctx c = {ROWS, DIM, CLASSES, x, W, b, logits, R};
-    tmd_readout_backward(ROWS, DIM, CLASSES, x, W, R, dW, db, dx);
-    mha_gc_tensor t[3] = {{"W", W, dW, CLASSES * DIM}, {"b", b, db, CLASSES},
-                          {"x", x, dx, ROWS * DIM}};
-    mha_gc_result res[3];
-    assert_int_equal(mha_gradcheck(readout_loss, &c, t, 3, &GC_OPT, res), MHA_OK);
-    assert_gc_pass(&res[0], "readout.weight");
-    assert_gc_pass(&res[1], "readout.bias");
-    assert_gc_pass(&res[2], "readout input");
-}
-
-/* The read-out's backward adds (+=) to dW, db and dx: gradients that start non-zero end
- * at exactly old + (the gradient from zero), for each of the three. */
-static void test_model_readout_accumulates(void **state)
-{
-    (void)state;
-    enum { ROWS = 3, DIM = 4, CLASSES = 5 };
-    double x[ROWS * DIM], W[CLASSES * DIM], g[ROWS * CLASSES];
-    double dx0[ROWS * DIM] = {0}, dW0[CLASSES * DIM] = {0}, db0[CLASSES] = {0};
-    double dx[ROWS * DIM], dW[CLASSES * DIM], db[CLASSES];
-    double old_dx[ROWS * DIM], old_dW[CLASSES * DIM], old_db[CLASSES];
-    fill_uniform(x, ROWS * DIM, -1, 1, 21);
-    fill_uniform(W, CLASSES * DIM, -1, 1, 22);
-    fill_uniform(g, ROWS * CLASSES, -1, 1, 23);
-    fill_uniform(old_dx, ROWS * DIM, -1, 1, 24);
-    fill_uniform(old_dW, CLASSES * DIM, -1, 1, 25);
-    fill_uniform(old_db, CLASSES, -1, 1, 26);
-    memcpy(dx, old_dx, sizeof dx);
-    memcpy(dW, old_dW, sizeof dW);
-    memcpy(db, old_db, sizeof db);
-    tmd_readout_backward(ROWS, DIM, CLASSES, x, W, g, dW0, db0, dx0);
-    tmd_readout_backward(ROWS, DIM, CLASSES, x, W, g, dW, db, dx);
-    for (int i = 0; i < ROWS * DIM; i++)
-        assert_close(dx[i], old_dx[i] + dx0[i], 1e-15, 1e-14);
-    for (int i = 0; i < CLASSES * DIM; i++)
-        assert_close(dW[i], old_dW[i] + dW0[i], 1e-15, 1e-14);
-    for (int i = 0; i < CLASSES; i++)
-        assert_true(db[i] == old_db[i] + db0[i]);
 }
 
 /* --pos-init sinusoidal: pos_emb starts as pos_emb[s, 2k] = sin(s·ω_k),
@@ -176,58 +58,6 @@ static void test_model_pos_init_sinusoidal(void **state)
     pe = tm_params(m, NULL) + ti.offset;
     assert_false(pe[1] == 1.0f && pe[D + 1] == (float)cos(1.0)); /* cos(0) = 1 at (0, 1) */
     tm_destroy(m);
-}
-
-typedef struct xent_ctx {
-    size_t rows, classes;
-    double *logits;
-    const int32_t *targets;
-} xent_ctx;
-
-static int xent_loss(void *vctx, double *loss)
-{
-    xent_ctx *c = vctx;
-    return tmd_xent_forward(c->rows, c->classes, c->logits, c->targets, loss, NULL);
-}
-
-/* xent_backward with scale 1/N is the gradient of the mean cross-entropy; unscored
- * rows get none; the value matches a direct computation. */
-static void test_model_xent_grad(void **state)
-{
-    (void)state;
-    enum { ROWS = 6, CLASSES = 5 };
-    const int32_t targets[ROWS] = {0, -1, 4, 2, -1, 1};
-    double logits[ROWS * CLASSES], dl[ROWS * CLASSES] = {0};
-    fill_uniform(logits, ROWS * CLASSES, -3, 3, 21);
-    double loss;
-    size_t scored;
-    assert_int_equal(tmd_xent_forward(ROWS, CLASSES, logits, targets, &loss, &scored), MHA_OK);
-    assert_int_equal(scored, 4);
-    double direct = 0;
-    for (size_t r = 0; r < ROWS; r++) {
-        if (targets[r] < 0)
-            continue;
-        double se = 0;
-        for (size_t v = 0; v < CLASSES; v++)
-            se += exp(logits[r * CLASSES + v]);
-        direct += -log(exp(logits[r * CLASSES + (size_t)targets[r]]) / se);
-    }
-    assert_close(loss, direct / 4.0, 1e-12, 1e-12);
-    tmd_xent_backward(ROWS, CLASSES, logits, targets, 1.0 / 4.0, dl);
-    for (size_t v = 0; v < CLASSES; v++)
-        assert_true(dl[1 * CLASSES + v] == 0.0 && dl[4 * CLASSES + v] == 0.0);
-    xent_ctx c = {ROWS, CLASSES, logits, targets};
-    mha_gc_tensor t = {"logits", logits, dl, ROWS * CLASSES};
-    mha_gc_result res;
-    assert_int_equal(mha_gradcheck(xent_loss, &c, &t, 1, &GC_OPT, &res), MHA_OK);
-    assert_gc_pass(&res, "cross-entropy");
-    /* huge logits stay finite (max subtracted) */
-    double big[CLASSES] = {1000, -1000, 999, 0, 5};
-    int32_t tg[1] = {2};
-    assert_int_equal(tmd_xent_forward(1, CLASSES, big, tg, &loss, NULL), MHA_OK);
-    assert_close(loss, log(1.0 + exp(1.0)), 1e-12, 1e-12);
-    int32_t bad[1] = {CLASSES};
-    assert_int_equal(tmd_xent_forward(1, CLASSES, big, bad, &loss, NULL), MHA_EINVAL);
 }
 
 /* ---- the whole model, end to end --------------------------------------------- */
@@ -525,11 +355,7 @@ static void test_model_train_smoke(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_model_embed_grad),
-        cmocka_unit_test(test_model_readout_grad),
-        cmocka_unit_test(test_model_readout_accumulates),
         cmocka_unit_test(test_model_pos_init_sinusoidal),
-        cmocka_unit_test(test_model_xent_grad),
         cmocka_unit_test(test_model_grad_reverse),
         cmocka_unit_test(test_model_grad_copy),
         cmocka_unit_test(test_model_grad_lookup),

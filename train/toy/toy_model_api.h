@@ -8,41 +8,6 @@
 #error "include \"toy_model.h\", not toy_model_api.h"
 #endif
 
-/* ---- The pieces, each with its backward (also used by the model) ------------ */
-
-/* Embedding: out[r, :] = E[ids[r], :] + (P ? P[r % period, :] : 0)
- *   E [n_ids_max, D] (rows addressed by ids), P [period, D] or NULL,
- *   ids [R] in [0, n_ids), out [R, D] (overwritten).
- * MHA_EINVAL for an id outside [0, n_ids). */
-int TM_NAME(embed_forward)(size_t rows, size_t dim, const int32_t *ids, size_t n_ids,
-                           const TM_REAL *E, const TM_REAL *P, size_t period, TM_REAL *out);
-/* dE[ids[r], :] += d_out[r, :];  dP[r % period, :] += d_out[r, :] (if dP not NULL).
- * d_out [R, D]. ids must be valid (checked by the forward). */
-void TM_NAME(embed_backward)(size_t rows, size_t dim, const int32_t *ids, const TM_REAL *d_out,
-                             TM_REAL *dE, TM_REAL *dP, size_t period);
-
-/* Read-out: logits[r, v] = Σ_d x[r, d]·W[v, d] + b[v]
- *   x [R, D], W [V, D], b [V], logits [R, V] (overwritten). */
-void TM_NAME(readout_forward)(size_t rows, size_t dim, size_t classes, const TM_REAL *x,
-                              const TM_REAL *W, const TM_REAL *b, TM_REAL *logits);
-/* dW += d_logitsᵀ·x  (V,D) += (V,R)(R,D);  db += Σ_r d_logits[r, :];
- * dx += d_logits·W  (R,D) += (R,V)(V,D)  (dx may be NULL). */
-void TM_NAME(readout_backward)(size_t rows, size_t dim, size_t classes, const TM_REAL *x,
-                               const TM_REAL *W, const TM_REAL *d_logits, TM_REAL *dW,
-                               TM_REAL *db, TM_REAL *dx);
-
-/* Softmax cross-entropy averaged over scored rows:
- *   loss = (1/N) Σ_{r: target[r] ≥ 0} ( logsumexp(logits[r, :]) − logits[r, target[r]] )
- * logits [R, V], targets [R] (−1 = not scored, else in [0, V)), N = number scored.
- * *loss = 0 and *scored = 0 when no row is scored. Computed with the row max
- * subtracted; sums in double. MHA_EINVAL for a target ≥ V or < −1. */
-int TM_NAME(xent_forward)(size_t rows, size_t classes, const TM_REAL *logits,
-                          const int32_t *targets, double *loss, size_t *scored);
-/* d_logits[r, :] += scale·(softmax(logits[r, :]) − onehot(target[r])) for scored rows
- * (scale = dL/dloss / N, e.g. 1/N for the mean loss); unscored rows untouched. */
-void TM_NAME(xent_backward)(size_t rows, size_t classes, const TM_REAL *logits,
-                            const int32_t *targets, double scale, TM_REAL *d_logits);
-
 /* ---- The model --------------------------------------------------------------- */
 
 /* Parameters, gradients, the L attention modules with their caches, and the

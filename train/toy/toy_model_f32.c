@@ -73,6 +73,4 @@ uint64_t tm_layer_seed(uint64_t seed, size_t layer)
 #define TM_REAL float
 #define TM_NAME(n) tm_##n
 #define TM_MHA(n) mha_##n
-/* the library's GEMM entry point, one thread (the read-out is small), its own scratch */
-#define TM_GEMM(...) mha__sgemm(1, __VA_ARGS__, NULL)
 #include "toy_model_impl.inc"

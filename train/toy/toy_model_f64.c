@@ -4,5 +4,4 @@
 #define TM_REAL double
 #define TM_NAME(n) tmd_##n
 #define TM_MHA(n) mhad_##n
-#define TM_GEMM(...) mha__dgemm(1, __VA_ARGS__, NULL)
 #include "toy_model_impl.inc"

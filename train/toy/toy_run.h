@@ -1,6 +1,10 @@
 /*
- * mha-train's internal interface between its command (toy_main.c: options, the training
- * loop) and its files (toy_io.c: checkpoints, pictures, summary.json, example.json).
+ * mha-train's internal interface between its parts, one concern each:
+ *   toy_main.c     main: the steps below in order
+ *   toy_options.c  the option table, defaults, --help, reading the command line
+ *   toy_setup.c    checks and memory plan, the model, the optimizer, the tensor table
+ *   toy_train.c    the training loop, evaluation, the progress line, the end of a run
+ *   toy_io.c       checkpoints, pictures, summary.json, example.json
  */
 #ifndef TRAIN_TOY_RUN_H
 #define TRAIN_TOY_RUN_H
@@ -52,9 +56,11 @@ typedef struct run_config {
     char resume[CLI_PATH_CAP];
 } run_config;
 
-/* The option table (toy_main.c); ckpt marks what checkpoints store. */
+/* The option table (toy_options.c); ckpt marks what checkpoints store. */
 extern const cli_opt TRAIN_OPTS[];
 extern const size_t TRAIN_N_OPTS;
+/* --optimizer's names, by mha_optim_kind. */
+extern const char *const TOY_OPTIM_NAMES[];
 
 /* History columns (one row per completed step). */
 enum { H_LOSS, H_LR, H_GN, H_TOK, H_SEQ, H_COLS };
@@ -78,16 +84,44 @@ typedef struct run_state {
                             (NaN unless evaluated); init: the evaluation before step 1 */
 } run_state;
 
-/* ---- toy_io.c ------------------------------------------------------------------- */
-
-/* Save the run's checkpoint to path (atomic); MHA_OK or a status (message printed). */
-int save_checkpoint(run_state *rs, const char *path);
 /* What resume_config reads of a checkpoint's state besides the config. */
 typedef struct resume_info {
     uint64_t step;   /* train.step: completed steps                               */
     uint64_t steps;  /* the --steps it was made with                              */
     double elapsed;  /* metadata elapsed_seconds (0 if absent: an older checkpoint) */
 } resume_info;
+
+/* ---- toy_options.c ---------------------------------------------------------------- */
+
+/* Read the command line into *cfg (with --resume: the checkpoint's options merged in,
+ * its step counters into *ri) and check it; *n_threads: the thread count to use. Returns
+ * 1 to train, 0 when there is nothing to do (--help printed, or a finished run resumed
+ * without a larger --steps: said so). Exits 2 on a bad option. */
+int toy_configure(int argc, char **argv, run_config *cfg, resume_info *ri, int *n_threads);
+
+/* ---- toy_setup.c ------------------------------------------------------------------ */
+
+/* Build the run for cfg: check that the task has both splits and that its activations fit
+ * in memory (exit 2 otherwise), prepare the output directory, create the model and the
+ * optimizer, fill the tensor table, and load the checkpoint when resuming. Returns the
+ * number of parameters. Free with toy_run_free. */
+size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, double t_start,
+                 int n_threads);
+/* 1 if every parameter and optimizer moment is finite. */
+int toy_params_finite(const run_state *rs);
+void toy_run_free(run_state *rs);
+
+/* ---- toy_train.c ------------------------------------------------------------------ */
+
+/* Train from rs->step to --steps (or --stop-after, or a stop signal), evaluate, write
+ * every file, print the closing lines. Returns the exit status: 0, 1 (a failed final
+ * checkpoint), CLI_EXIT_NONFINITE, or 128 + the signal that stopped it. */
+int toy_train(run_state *rs, const resume_info *ri, size_t n_params);
+
+/* ---- toy_io.c ------------------------------------------------------------------- */
+
+/* Save the run's checkpoint to path (atomic); MHA_OK or a status (message printed). */
+int save_checkpoint(run_state *rs, const char *path);
 /* Take the configuration of checkpoint `path` into *cfg (options with ckpt == 1 always,
  * an explicit different value refused; ckpt == 2 unless given) and check its step
  * counters and data.rng (each named in the message); exit 2 on any problem. */
