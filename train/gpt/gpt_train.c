@@ -15,6 +15,7 @@
  * writes files. Checkpoints do not depend on the number of ranks.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +221,9 @@ int gpt_train_main(int argc, char **argv, int first)
     if (t->rank0)
         cli_prepare_out_dir(c->out); /* exit 2 before the model is built */
     openblas_set_num_threads(n_threads);
+    /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its own
+     * around each call): --threads 1 means one thread for the whole step (same bits) */
+    omp_set_num_threads(n_threads);
     const size_t V = text_vocab_size(text_corpus_vocab(t->corpus));
     gpt_run_create(&t->r, c, V, t->cap_b, 1);
     mha_pcg32_seed(&t->rng, c->seed, TEXT_STREAM_BATCH);
