@@ -9,6 +9,7 @@
 #   bench/run_g2p.sh [--out FILE] [--build-dir DIR] [--model FILE] [--data FILE]
 #                    [--passes N] [--quick] [--steps N] [--warmup N] [--decode-words N]
 #                    [--train-steps N] [--no-torch] [--no-model] [--wait-idle SEC]
+#                    [--precision LIST]
 #
 #   --out FILE       results (default: bench-g2p.json in the repository's root; the
 #                    Markdown table goes beside it, FILE with .md)
@@ -31,6 +32,11 @@
 #   --no-model       skip eval / pronounce even if the model exists
 #   --wait-idle SEC  first wait up to SEC seconds for the CPUs to be >= 90 % idle over
 #                    3 s; default 0 = do not wait
+#   --precision LIST the precisions of our training step (mha-g2p-bench --precision):
+#                    default fp32,bf16 where the CPU runs bf16 (mha-g2p-bench
+#                    --check-precision bf16), else fp32 with a printed note; a list given
+#                    here is used as it is (bf16 without AVX512_BF16: exit status 2).
+#                    Decoding, eval, pronounce and the memory run stay float32
 #
 # Measured (one after the other, never two at once; ~10 min on 2 cores):
 #  1. mha-g2p-bench --threads 1,2 and torch_g2p.py --threads 1, then 2, same config:
@@ -39,7 +45,8 @@
 #     (lengths uniform in [5, 10]; CMUdict's mean is 7.5 letters, 6.4 phones + 1),
 #     AdamW (lr 1.5e-3, wd 0.01 on matmul weights, β 0.9/0.99), clip 1.0; median ms of a step
 #     (zero_grad + forward + backward + clip + AdamW) over 30 timed steps after 5; words/s
-#     = B / ms; the ratio PyTorch best / ours best (each the best of its thread counts).
+#     = B / ms; the ratio PyTorch best / ours best (each the best of its thread counts),
+#     per precision of ours (fp32, and bf16 where the CPU runs it; PyTorch is float32).
 #  2. mha-g2p-bench's decoding of 2,000 random words with an UNTRAINED model (greedy and
 #     beam 4, batches of 256): worst case, every hypothesis runs to max length.
 #  3. with a trained model: `mha-g2p eval --model M --threads 2 --beam 4` on the model's
@@ -62,6 +69,7 @@ QUICK=0
 TORCH=1
 USE_MODEL=1
 WAIT_IDLE=0
+PRECISION=""     # empty: fp32,bf16 where the CPU runs bf16, else fp32
 O_STEPS=""; O_WARMUP=""; O_WORDS=""; O_TRAIN=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -78,7 +86,8 @@ while [ $# -gt 0 ]; do
     --no-torch) TORCH=0; shift ;;
     --no-model) USE_MODEL=0; shift ;;
     --wait-idle) WAIT_IDLE="$2"; shift 2 ;;
-    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --precision) PRECISION="$2"; shift 2 ;;
+    -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_g2p.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -139,6 +148,21 @@ STEPS="${O_STEPS:-$STEPS}"; WARMUP="${O_WARMUP:-$WARMUP}"
 DECODE_WORDS="${O_WORDS:-$DECODE_WORDS}"; TRAIN_STEPS="${O_TRAIN:-$TRAIN_STEPS}"
 { [ "$STEPS" -ge 1 ] && [ "$TRAIN_STEPS" -ge 1 ]; } \
   || { echo "run_g2p.sh: --steps and --train-steps must be >= 1" >&2; exit 2; }
+# precisions of our step: bf16 beside fp32 where the CPU runs it
+: >"$TMP/bf16_note"
+if [ -z "$PRECISION" ]; then
+  if "$BUILD/mha-g2p-bench" --check-precision bf16 >"$TMP/bf16_check" 2>&1; then
+    PRECISION=fp32,bf16
+  else
+    PRECISION=fp32
+    echo "bf16 skipped: $(sed 's/^bf16: not available: //' "$TMP/bf16_check")" \
+      | tee "$TMP/bf16_note"
+  fi
+else
+  "$BUILD/mha-g2p-bench" --check-precision "$PRECISION" >"$TMP/bf16_check" 2>&1 \
+    || { cat "$TMP/bf16_check" >&2; exit 2; }
+fi
+echo "== precisions of the training step: $PRECISION"
 HAVE_TORCH=0
 if [ "$TORCH" = 1 ] && "$PY" -c 'import torch' >/dev/null 2>&1; then
   HAVE_TORCH=1
@@ -149,7 +173,8 @@ for pass in $(seq 1 "$PASSES"); do
   words=0; [ "$pass" = 1 ] && words="$DECODE_WORDS"
   echo "== mha-g2p-bench (pass $pass of $PASSES)"
   "$BUILD/mha-g2p-bench" "${CFG[@]}" --steps "$STEPS" --warmup "$WARMUP" --threads 1,2 \
-                         --decode-words "$words" --json "$TMP/c$pass.json"
+                         --precision "$PRECISION" --decode-words "$words" \
+                         --json "$TMP/c$pass.json"
   if [ "$HAVE_TORCH" = 1 ]; then
     echo "== PyTorch, bench/torch_g2p.py (pass $pass of $PASSES)"
     for th in 1 2; do
@@ -264,14 +289,17 @@ cs = passes("c%d.json")
 c0 = cs[0]
 B = c0["config"]["batch"]
 
-# training step: per side and thread count, the pass with the lowest median
-mha, mha_all = {}, {}
+# training step: per side, precision and thread count, the pass with the lowest median
+precisions = c0.get("precisions", ["fp32"])
+bf16_note = open(os.path.join(tmp, "bf16_note")).read().strip() or None
+mha_p, mha_all = {}, {}   # precision -> threads -> record / every pass's ms
 for p in cs:
     for r in p["train"]:
-        th = str(r["threads"])
-        mha_all.setdefault(th, []).append(r["ms"])
-        if th not in mha or r["ms"] < mha[th]["ms"]:
-            mha[th] = r
+        pr, th = r.get("precision", "fp32"), str(r["threads"])
+        mha_all.setdefault(pr, {}).setdefault(th, []).append(r["ms"])
+        d = mha_p.setdefault(pr, {})
+        if th not in d or r["ms"] < d[th]["ms"]:
+            d[th] = r
 torch, torch_all, torch_meta = {}, {}, None
 for th in ("1", "2"):
     for p in passes("torch%%d_%s.json" % th):
@@ -280,18 +308,25 @@ for th in ("1", "2"):
         torch_all.setdefault(th, []).append(r["ms_per_step"])
         if th not in torch or r["ms_per_step"] < torch[th]["ms_per_step"]:
             torch[th] = r
-step = {"mha": {th: dict(r, ms_all_passes=mha_all[th]) for th, r in sorted(mha.items())},
+def mha_rows(pr):
+    return {th: dict(r, ms_all_passes=mha_all[pr][th])
+            for th, r in sorted(mha_p.get(pr, {}).items())}
+# "mha" stays the float32 rows (as before bf16); "mha_bf16" the bf16 ones
+step = {"mha": mha_rows("fp32"), "mha_bf16": mha_rows("bf16") or None,
         "torch": {th: {"ms": r["ms_per_step"], "ms_mean": r["ms_per_step_mean"],
                        "min_ms": r["ms_per_step_min"], "steps": r["steps"],
                        "words_per_s": B / (1e-3 * r["ms_per_step"]),
                        "last_loss": r["last_train_loss"], "ms_all_passes": torch_all[th]}
                   for th, r in sorted(torch.items())}}
-c_best = min((r["ms"], th) for th, r in mha.items())
 t_best = min((r["ms_per_step"], th) for th, r in torch.items()) if torch else None
-step["mha_best_ms"], step["mha_best_threads"] = c_best[0], int(c_best[1])
 step["torch_best_ms"] = t_best[0] if t_best else None
 step["torch_best_threads"] = int(t_best[1]) if t_best else None
-step["ratio_torch_best_to_mha_best"] = t_best[0] / c_best[0] if t_best else None
+for pr in ("fp32", "bf16"):   # the fp32 keys as before bf16; bf16's with a _bf16 suffix
+    sfx = "" if pr == "fp32" else "_bf16"
+    b = min((r["ms"], th) for th, r in mha_p[pr].items()) if mha_p.get(pr) else None
+    step["mha_best_ms" + sfx] = b[0] if b else None
+    step["mha_best_threads" + sfx] = int(b[1]) if b else None
+    step["ratio_torch_best_to_mha_best" + sfx] = t_best[0] / b[0] if t_best and b else None
 
 notes = []
 params_torch = torch_meta["params"] if torch_meta else None
@@ -336,6 +371,7 @@ for l in open("/proc/cpuinfo"):
         flags = l.split(":", 1)[1].split()
 simd = [f for f in flags if re.match(r"(sse|ssse|avx|fma|f16c|amx|vnni)", f)]
 doc = {"machine": {"cores": os.cpu_count(), "cpu": cpu, "cpu_flags_simd": simd,
+                   "cpu_has": {f: f in flags for f in ("avx512f", "avx512_bf16", "amx_bf16")},
                    "cpu_flags": " ".join(flags), "idle_percent_at_start": int(idle),
                    "loadavg_at_start": load.split(),
                    "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
@@ -345,7 +381,7 @@ doc = {"machine": {"cores": os.cpu_count(), "cpu": cpu, "cpu_flags_simd": simd,
                    "torch": torch_meta["torch"] if torch_meta else None,
                    "torch_openblas": torch_meta["openblas"] if torch_meta else None,
                    "torch_openblas_core": torch_meta["openblas_core"] if torch_meta else None},
-       "quick": quick, "passes": len(cs),
+       "quick": quick, "passes": len(cs), "precisions": precisions, "bf16_note": bf16_note,
        "config": c0["config"], "params": c0["params"], "params_torch": params_torch,
        "steps": c0["steps"], "train_step": step,
        "decode_untrained": decode, "trained_model": trained, "train_memory": train_mem,
@@ -371,24 +407,34 @@ md += ["Training step (zero_grad + forward + backward + clip + AdamW), Le %d Ld 
            cfg["enc_layers"], cfg["dec_layers"], cfg["heads"], cfg["dim"], cfg["mlp_dim"],
            cfg["batch"], cfg["src_len"], cfg["tgt_len"], c0["steps"], len(cs),
            "" if len(cs) == 1 else "es", c0["params"] / 1e6), "",
-       "| side | threads | ms/step | min | forward | backward | optimizer | words/s |",
-       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-for th, r in step["mha"].items():
-    md.append("| mha | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f |" % (
-        th, r["ms"], r["min_ms"], r["fwd_ms"], r["bwd_ms"], r["opt_ms"], r["words_per_s"]))
+       "| side | precision | threads | ms/step | min | forward | backward | optimizer | words/s |",
+       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+for pr in precisions:
+    for th, r in sorted(mha_p.get(pr, {}).items()):
+        md.append("| mha | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f |" % (
+            pr, th, r["ms"], r["min_ms"], r["fwd_ms"], r["bwd_ms"], r["opt_ms"],
+            r["words_per_s"]))
 for th, r in step["torch"].items():
-    md.append("| PyTorch | %s | %.2f | %.2f | - | - | - | %.0f |" % (
+    md.append("| PyTorch | fp32 | %s | %.2f | %.2f | - | - | - | %.0f |" % (
         th, r["ms"], r["min_ms"], r["words_per_s"]))
 md.append("")
+if bf16_note:
+    md += [bf16_note, ""]
 if t_best:
-    md.append("PyTorch best (%d thread%s) / ours best (%d thread%s): **%.2f×**" % (
-        step["torch_best_threads"], "" if step["torch_best_threads"] == 1 else "s",
-        step["mha_best_threads"], "" if step["mha_best_threads"] == 1 else "s",
-        step["ratio_torch_best_to_mha_best"]))
+    for pr in precisions:
+        sfx = "" if pr == "fp32" else "_bf16"
+        if step.get("ratio_torch_best_to_mha_best" + sfx) is None:
+            continue
+        md.append("PyTorch best (%d thread%s) / ours best in %s (%d thread%s): **%.2f×**" % (
+            step["torch_best_threads"], "" if step["torch_best_threads"] == 1 else "s", pr,
+            step["mha_best_threads" + sfx], "" if step["mha_best_threads" + sfx] == 1 else "s",
+            step["ratio_torch_best_to_mha_best" + sfx]))
+        md.append("")
+    md.pop()
 else:
     md.append("PyTorch: not run")
 if decode:
-    md += ["", "Decoding, untrained model — **worst case: every hypothesis runs to max length** "
+    md += ["", "Decoding (float32), untrained model — **worst case: every hypothesis runs to max length** "
            "(%d random words, batches of %d, max_len %d):" % (decode["words"], decode["batch"],
                                                               decode["max_len"]), "",
            "| decoder | threads | words/s | mean output length | ended with EOS |",

@@ -395,6 +395,9 @@ int gpt_train_main(int argc, char **argv, int first)
                       ends the process */
     }
     const double t_steps = report_now() - t_loop; /* the loop, evaluations included */
+    t->loop_s = t_steps;
+    t->eval_s = t_eval;
+    t->loop_steps = t->r.step - step0;
     report_progress_end(&prog);
     if (t->rank0)
         report_csv_close(&csv);

@@ -36,6 +36,9 @@ typedef struct trainer {
     size_t b_first, b_count;   /* this rank's windows [b_first, +b_count) of a batch */
     size_t cap_b;              /* most windows a rank runs at once: ⌈B / ranks⌉     */
     dist_grads *dg;            /* sums the gradients across ranks                   */
+    /* this process's training loop: its seconds, those of its evaluations, its steps */
+    double loop_s, eval_s;
+    uint64_t loop_steps;
 } trainer;
 
 /* ---- checkpoints (train/gpt/gpt_train_io.c) ---- */

@@ -251,6 +251,12 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
     cJSON_AddNumberToObject(root, "best_val_step", (double)t->r.best_step);
     cJSON_AddNumberToObject(root, "wall_seconds", wall);
     cJSON_AddNumberToObject(root, "tokens_per_second", tok_s);
+    /* this process: its evaluations' seconds, and the mean milliseconds of its training
+     * steps without them (logging and checkpoints included) */
+    cJSON_AddNumberToObject(root, "eval_seconds", t->eval_s);
+    cJSON_AddNumberToObject(root, "step_ms", t->loop_steps ? 1e3 * (t->loop_s - t->eval_s) /
+                                                                 (double)t->loop_steps
+                                                           : 0.0);
     cJSON_AddNumberToObject(root, "parameters", (double)n_params);
     double wait = 0;
     uint64_t n_sync = 0;
