@@ -7,7 +7,10 @@
  *
  * Each time is the best of 3 runs of repeated calls lasting at least --ms milliseconds
  * (default 20). Inputs are in cache (the library's products mostly are). For op(B) = Bᵀ
- * the own kernel and libxsmm include the transpose into scratch, as in the library. */
+ * the own kernel and libxsmm include the transpose into scratch, as in the library.
+ * In float, on a CPU with AVX512_BF16, a last column times the bf16 product (mha__bgemm:
+ * operands rounded and packed in pairs inside the call, float sums), which the
+ * MHA_PRECISION_BF16 objects use for their projections, MLP and read-out. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +90,9 @@ static const char *name(mha__gemm_backend be)
     }
 }
 
+/* be of time_one: the bf16 product instead of a float backend */
+#define CALIB_BF16 ((mha__gemm_backend)99)
+
 /* GFLOP/s of one backend on one shape (0 when refused); dbl: double precision. */
 static double time_one(mha__gemm_backend be, const shape *s, int dbl, double min_s, void *A,
                        void *B, void *C)
@@ -98,6 +104,11 @@ static double time_one(mha__gemm_backend be, const shape *s, int dbl, double min
         double t0 = now(), t;
         do {
             for (int i = 0; i < 8; i++) {
+                if (be == CALIB_BF16) {
+                    mha__bgemm(1, s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B, ldb,
+                               (float)s->beta, C, ldc);
+                    continue;
+                }
                 int st = dbl ? mha__dgemm_with(be, s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B,
                                                ldb, s->beta, C, ldc)
                              : mha__sgemm_with(be, s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B,
@@ -133,8 +144,9 @@ int main(int argc, char **argv)
     openblas_set_num_threads(1);
     printf("# %s, one thread, GFLOP/s (best of 3); libxsmm %s; OpenBLAS %s\n",
            dbl ? "double" : "float", mha__gemm_have_xsmm() ? "on" : "off", openblas_get_config());
-    printf("%-28s %5s %5s %5s %2s %4s %8s %8s %8s  %-5s %-5s\n", "product", "M", "N", "K", "t",
-           "beta", "own", "blas", "xsmm", "best", "rule");
+    const int bf16 = !dbl && mha__bf16_cpu();
+    printf("%-28s %5s %5s %5s %2s %4s %8s %8s %8s  %-5s %-5s%s\n", "product", "M", "N", "K", "t",
+           "beta", "own", "blas", "xsmm", "best", "rule", bf16 ? "     bf16" : "");
     const size_t es = dbl ? sizeof(double) : sizeof(float);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape *s = &shapes[i];
@@ -165,9 +177,12 @@ int main(int argc, char **argv)
         const mha__gemm_backend rule =
             dbl ? mha__dgemm_choice(1, s->ta, s->tb, s->M, s->N, s->K, 1, s->beta)
                 : mha__sgemm_choice(1, s->ta, s->tb, s->M, s->N, s->K, 1, (float)s->beta);
-        printf("%-28s %5zu %5zu %5zu %c%c %4d %8.1f %8.1f %8.1f  %-5s %-5s\n", s->what, s->M, s->N,
+        printf("%-28s %5zu %5zu %5zu %c%c %4d %8.1f %8.1f %8.1f  %-5s %-5s", s->what, s->M, s->N,
                s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->beta, gf[0], gf[1], gf[2],
                name(bes[best]), name(rule));
+        if (bf16)
+            printf(" %8.1f", time_one(CALIB_BF16, s, 0, ms * 1e-3, A, B, C));
+        printf("\n");
         fflush(stdout);
         free(A);
         free(B);
