@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <math.h>
 #include <mha.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,10 @@ static train_result time_training(const opts *o, const int32_t *ids, size_t n, s
         die("mha_gpt_create", st);
     mha_optim_default_config(MHA_OPTIM_ADAMW, &oc);
     oc.beta2 = 0.99;
+    /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its
+     * own around each call): one thread means one thread for the whole step, as in
+     * mha-gpt train --threads */
+    omp_set_num_threads(threads);
     if ((st = mha_optim_create(&opt, &oc)))
         die("mha_optim_create", st);
     for (size_t i = 0; i < mha_gpt_num_tensors(g); i++) {
