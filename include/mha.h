@@ -71,12 +71,14 @@ MHA_API const char *mha_status_name(int status);
 /* MHA_PRECISION_FP32 (the default, 0): every product in the API's own type (float for
  *   mha_, double for mhad_).
  * MHA_PRECISION_BF16 (float API only): mixed precision as GPU training does it. The
- *   operands of the large matrix products — the attention module's four projections, the
- *   MLP's two Linear layers, the read-out — are rounded to bfloat16 (8 significant bits,
- *   float's range; nearest, ties to even) and multiplied exactly, with the sums in float32
- *   (the AVX512_BF16 dot product). Everything else stays float32: the parameters and their
- *   gradients, the per-head attention products, softmax, LayerNorm, GELU, dropout, the
- *   loss, and the optimizer. The bfloat16 copies of the weights are made from the float
+ *   operands of the matrix products — the attention module's four projections and its
+ *   per-head Q·Kᵀ and P·V (forward and backward), the MLP's two Linear layers, the
+ *   read-out — are rounded to bfloat16 (8 significant bits, float's range; nearest, ties
+ *   to even) and multiplied exactly, with the sums in float32 (the AVX512_BF16 dot
+ *   product). Everything else stays float32: the parameters and their gradients, softmax,
+ *   LayerNorm, GELU, dropout, the loss, and the optimizer. Generation with a key/value
+ *   cache (forward_cached, the gpt_infer and s2s_infer decoders' new rows) computes in
+ *   float32. The bfloat16 copies of the weights are made from the float
  *   weights at every call, so the weights may be changed between calls as in float32.
  *   Needs a CPU with AVX512_BF16 (and AVX512F/BW/VL): objects created with it elsewhere
  *   are refused with MHA_ECPU; mhad_ objects refuse it with MHA_EINVAL. Setting the
@@ -101,7 +103,7 @@ typedef struct mha_config {
     double dropout_p;  /* probability of dropping an attention weight, in [0, 1] */
     uint64_t seed;     /* seeds the initial weights and the dropout stream        */
     int threads;       /* worker threads for the attention core; 0 = all cores   */
-    mha_precision precision; /* of the four projections (FP32 = 0 by default)  */
+    mha_precision precision; /* of the products (FP32 = 0 by default; see above) */
 } mha_config;
 
 /* ---- Attention modes (chosen per cache) ----------------------------------- */

@@ -84,7 +84,7 @@ typedef struct mha_block_config {
     uint64_t seed;         /* initial weights and dropout streams                       */
     int threads;           /* worker threads; 0 = all cores                             */
     mha_attn_mode attn_mode; /* the attention cache's mode (STORED keeps weights for plots) */
-    mha_precision precision; /* of the projections and the MLP (mha.h; FP32 = 0 by default) */
+    mha_precision precision; /* of the attention and MLP products (mha.h; FP32 by default) */
 } mha_block_config;
 
 /* ---- Model configuration ---------------------------------------------------------- */

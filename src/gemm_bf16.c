@@ -30,8 +30,8 @@
  * as in one call: results do not depend on the thread count); the packing of B is shared
  * out over the same threads by pairs of rows, then a barrier.
  * On a CPU without AVX512_BF16, and when no scratch can be had, the reference loop computes
- * the same rounding of the operands (sums in another order). The library's objects refuse the bf16 precision there (MHA_ECPU), so that path
- * only keeps this function total.
+ * the same rounding of the operands (sums in another order). The library's objects refuse
+ * the bf16 precision there (MHA_ECPU), so that path only keeps this function total.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -121,7 +121,11 @@ void mha__bgemm_ref(int ta, int tb, size_t M, size_t N, size_t K, float alpha, c
  * ------------------------------------------------------------------------- */
 #define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-static inline __mmask16 mask16(size_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+/* the first min(n, 16) lanes */
+static inline __mmask16 mask16(size_t n)
+{
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
 
 /* dst[r, 0 .. Kh) = pairs of src row r: dst[r·ldd + kk] = (src[r, 2kk], src[r, 2kk+1]),
  * a missing last partner 0.  src [rows, K] with row stride lds; rows r0 .. r1−1. */

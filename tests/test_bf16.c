@@ -18,13 +18,14 @@
  * is ~u/√3 per operand, not 2u); what holds in norm is: each product stage adds a relative
  * error of about √(2/3)·u ≈ 0.8u = 0.003, and errors of stages in series add up. The tests
  * below allow 4u = 0.016 relative L2 per output for a single product stage, 8u for the
- * attention module (projections, then the output projection) and for a whole model's
+ * attention module (projections, the per-head Q·Kᵀ and P·V, the output projection: four
+ * stages, but softmax damps the scores' errors) and for a whole model's
  * logits and gradient (several stages in series, but each output mostly set by the last
  * few; softmax and LayerNorm amplify by small factors). The loss is a mean over positions
  * of log-probabilities whose rounding errors are independent and average out: u/8. The
  * measured values are printed beside the bounds (on an AMD EPYC with AVX512_BF16: linear
- * 2.1e-3, module 2.3e-3 to 3.8e-3, GPT logits 2.6e-3 and worst tensor 6.1e-3, loss 4e-5):
- * 4 to 12 times below them.
+ * 2.1e-3, module 3.0e-3 to 6.2e-3, GPT logits 2.7e-3 and worst tensor 6.8e-3, loss 5e-5):
+ * 4 to 9 times below them.
  */
 #include <math.h>
 #include <stdio.h>
@@ -335,8 +336,7 @@ static void linear_bf16(void **state)
 /* ---- the attention module ------------------------------------------------------------ */
 
 /* Cross-attention with a padding mask, dropout, both attention modes: out, dx, dctx and
- * the parameter gradient in bf16 against float32 (two product stages in series for out:
- * the projections, then the output projection: 8u). */
+ * the parameter gradient in bf16 against float32 (8u: see the file's head). */
 static void module_bf16(void **state)
 {
     (void)state;

@@ -196,8 +196,8 @@ static void test_gpt_train_bf16(void **state)
     unsetenv("MHA_DISABLE_BF16");
     assert_int_equal(refused_ck, 2);
     assert_file_contains("nock.err", "--precision bf16 (from the checkpoint) needs a CPU");
-    assert_int_equal(gpt("res", "train --resume part/checkpoint.safetensors --threads 1 --out part"),
-                     0);
+    assert_int_equal(
+        gpt("res", "train --resume part/checkpoint.safetensors --threads 1 --out part"), 0);
     assert_same_file("full/train_log.csv", "part/train_log.csv");
     assert_same_checkpoint("full/checkpoint.safetensors", "part/checkpoint.safetensors");
     assert_same_checkpoint("full/best.safetensors", "part/best.safetensors");

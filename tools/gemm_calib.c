@@ -10,7 +10,7 @@
  * the own kernel and libxsmm include the transpose into scratch, as in the library.
  * In float, on a CPU with AVX512_BF16, a last column times the bf16 product (mha__bgemm:
  * operands rounded and packed in pairs inside the call, float sums), which the
- * MHA_PRECISION_BF16 objects use for their projections, MLP and read-out. */
+ * MHA_PRECISION_BF16 objects use for every product of training. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>

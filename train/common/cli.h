@@ -72,9 +72,9 @@ extern const char *const CLI_ATTN_NAMES[];
 extern const char *const CLI_PRECISION_NAMES[];
 #define CLI_OPT_PRECISION(off)                                                               \
     {"precision", CLI_CHOICE, (off), 0, 0, 3, "P",                                          \
-     "fp32 | bf16: mixed precision, the matrix products of the projections, the MLP and "   \
-     "the read-out take bfloat16 operands with float32 sums (weights, optimizer, norms, "   \
-     "softmax and loss stay float32); needs a CPU with AVX512_BF16", CLI_PRECISION_NAMES}
+     "fp32 | bf16: mixed precision, the matrix products (attention, MLP, read-out) take "    \
+     "bfloat16 operands with float32 sums (weights, optimizer, norms, softmax and loss "    \
+     "stay float32); needs a CPU with AVX512_BF16", CLI_PRECISION_NAMES}
 #define CLI_OPT_CKPT_EVERY(off)                                                              \
     {"ckpt-every", CLI_U64, (off), 0, 1e9, 2, "N",                                          \
      "steps between checkpoints (0 = only at the end)", NULL}
