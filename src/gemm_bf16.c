@@ -184,8 +184,9 @@ BF16_TARGET static void pack_cols(size_t k0, size_t k1, size_t K, size_t N, size
         return;
     for (size_t n0 = 0; n0 < Np; n0 += 16) {
         const size_t nr = n0 < N ? (N - n0 < 16 ? N - n0 : 16) : 0;
-        if (nr > 0)
-            pack_rows(0, nr, K - 2 * k0, src + n0 * lds + 2 * k0, lds, tmp, w);
+        if (nr > 0) /* elements 2·k0 .. 2·k1 − 1 of each row (fewer at the end of K) */
+            pack_rows(0, nr, K - 2 * k0 < 2 * w ? K - 2 * k0 : 2 * w, src + n0 * lds + 2 * k0,
+                      lds, tmp, w);
         memset(tmp + nr * w, 0, (16 - nr) * w * sizeof *tmp);
         for (size_t kk = 0; kk < w; kk++) {
             uint32_t *d = dst + (k0 + kk) * ldd + n0;
