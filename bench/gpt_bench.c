@@ -180,7 +180,7 @@ static void parse(int argc, char **argv, opts *o)
 typedef struct train_result {
     int threads;
     mha_precision precision;
-    double ms, min_ms, fwd_ms, bwd_ms, opt_ms, tokens_per_s, loss, eval_ms;
+    double ms, min_ms, mean_ms, fwd_ms, bwd_ms, opt_ms, tokens_per_s, loss, eval_ms;
     long eval_batches;
 } train_result;
 
@@ -262,9 +262,13 @@ static train_result time_training(const opts *o, const int32_t *ids, size_t n, s
                       .eval_batches = n_eval};
     r.eval_ms = 1e3 * median(t_ev + 1, n_eval);
     free(t_ev);
-    double mn = t_all[o->warmup];
-    for (long s = o->warmup; s < total; s++)
+    double mn = t_all[o->warmup], sum = 0;
+    for (long s = o->warmup; s < total; s++) {
         mn = fmin(mn, t_all[s]);
+        sum += t_all[s];
+    }
+    /* the mean too: what a training run's own step time (mha-gpt train's step_ms) is */
+    r.mean_ms = 1e3 * sum / (double)o->steps;
     r.ms = 1e3 * median(t_all + o->warmup, o->steps);
     r.min_ms = 1e3 * mn;
     r.fwd_ms = 1e3 * median(t_f + o->warmup, o->steps);
@@ -356,10 +360,10 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < o.n_threads; i++) {
             train_result *r = &res[n_res++];
             *r = time_training(&o, ids, n, V, o.threads[i], o.precisions[k]);
-            printf("%s, threads %d: step %.2f ms (min %.2f; forward %.2f, backward %.2f, "
-                   "optimizer %.2f), %.0f tokens/s; evaluation forward %.2f ms\n",
-                   mha_precision_name(r->precision), r->threads, r->ms, r->min_ms, r->fwd_ms,
-                   r->bwd_ms, r->opt_ms, r->tokens_per_s, r->eval_ms);
+            printf("%s, threads %d: step %.2f ms (min %.2f, mean %.2f; forward %.2f, backward "
+                   "%.2f, optimizer %.2f), %.0f tokens/s; evaluation forward %.2f ms\n",
+                   mha_precision_name(r->precision), r->threads, r->ms, r->min_ms, r->mean_ms,
+                   r->fwd_ms, r->bwd_ms, r->opt_ms, r->tokens_per_s, r->eval_ms);
         }
     long ck_cached, ck_full;
     double cps = time_generation(&o, V, 1, o.gen_chars, &ck_cached);
@@ -382,11 +386,12 @@ int main(int argc, char **argv)
         fprintf(f, "], \"train\": [");
         for (size_t i = 0; i < n_res; i++)
             fprintf(f, "%s{\"precision\": \"%s\", \"threads\": %d, \"ms\": %.4f, "
-                       "\"min_ms\": %.4f, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
+                       "\"min_ms\": %.4f, \"mean_ms\": %.4f, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
                        "\"opt_ms\": %.4f, \"tokens_per_s\": %.1f, \"eval_fwd_ms\": %.4f, "
                        "\"eval_batches\": %ld}",
                     i ? ", " : "", mha_precision_name(res[i].precision), res[i].threads,
-                    res[i].ms, res[i].min_ms, res[i].fwd_ms, res[i].bwd_ms, res[i].opt_ms,
+                    res[i].ms, res[i].min_ms, res[i].mean_ms, res[i].fwd_ms, res[i].bwd_ms,
+                    res[i].opt_ms,
                     res[i].tokens_per_s, res[i].eval_ms, res[i].eval_batches);
         fprintf(f, "], \"gen_precision\": \"fp32\", \"gen_chars_per_s\": %.1f, "
                    "\"gen_chars_per_s_no_cache\": %.1f}\n", cps, cps_full);
