@@ -91,6 +91,10 @@ size_t ckpt_remove_stale(const char *path);
  * MHA_ENOTFOUND with a message naming the tensor otherwise (nothing copied). */
 int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen);
 
+/* Check the checksums of a loaded file (see the top): MHA_OK when they match or the file
+ * has none; MHA_EFORMAT with a message naming the tensor otherwise. */
+int ckpt_verify(const st_file *f, char *err, size_t errlen);
+
 /* Read the options of a checkpoint back into cfg (a config of opts' program, cfg_size
  * bytes):
  *   - the metadata "format" must equal `format`;

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "mha.h"
+#include "st.h"
 #include "svg.h"
 
 /* ---- history ------------------------------------------------------------------------- */
@@ -51,15 +54,67 @@ void report_history_push(report_history *h, const double *row)
 
 /* ---- CSV ------------------------------------------------------------------------------ */
 
+/* Write all of buf[n] to fd (restarting after a signal). 0, or -1 with errno set (a
+ * short write of a full disk reports ENOSPC). */
+static int write_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return -1;
+        }
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Report a failed write of the log, let the program add its word, exit 1. */
+static void csv_failed(report_csv *c, int e) __attribute__((noreturn));
+static void csv_failed(report_csv *c, int e)
+{
+    /* cut the partial row, so the log holds whole rows only (best effort) */
+    if (c->fd >= 0 && ftruncate(c->fd, (off_t)c->good) != 0) {
+        /* nothing more to do: the next resume cuts the log at a line boundary anyway */
+    }
+    fflush(stdout);
+    fprintf(stderr, "\n%s: cannot write %s: %s; stopping (the log holds every step up to "
+            "the last one written)\n", cli_program(), c->path, strerror(e));
+    if (c->on_fail)
+        c->on_fail(c->ctx);
+    exit(CLI_EXIT_RUNTIME);
+}
+
+/* "step,v1,...\n" of one row into buf[cap]; its length (0 if it does not fit). */
+static size_t format_row(const report_csv *c, char *buf, size_t cap, uint64_t step,
+                         const double *row, size_t cols)
+{
+    size_t n = (size_t)snprintf(buf, cap, "%llu", (unsigned long long)step);
+    for (size_t k = 0; k < cols && n < cap; k++) {
+        buf[n++] = ',';
+        if (n < cap && isfinite(row[k]))
+            n += (size_t)snprintf(buf + n, cap - n, c->fmts[k], row[k]);
+    }
+    if (n + 1 >= cap)
+        return 0;
+    buf[n++] = '\n';
+    buf[n] = '\0';
+    return n;
+}
+
 void report_csv_row(report_csv *c, uint64_t step, const double *row, size_t cols)
 {
-    fprintf(c->f, "%llu", (unsigned long long)step);
-    for (size_t k = 0; k < cols; k++) {
-        fputc(',', c->f);
-        if (isfinite(row[k]))
-            fprintf(c->f, c->fmts[k], row[k]);
-    }
-    fputc('\n', c->f);
+    char buf[64 * 32];
+    const size_t n = format_row(c, buf, sizeof buf, step, row, cols);
+    if (n == 0)
+        cli_die(CLI_EXIT_RUNTIME, "internal error: a row of %s is too long", c->path);
+    if (write_all(c->fd, buf, n) != 0)
+        csv_failed(c, errno);
+    c->good += (long long)n;
 }
 
 /* Parse "step,v1,...,vcols" (empty fields NaN) into *step, row. 0 if it is not one. */
@@ -152,62 +207,158 @@ const char *report_signal_name(int sig)
     return buf;
 }
 
+/* A new log at path holding the header and the step-0 row when h->init has a value,
+ * written to a temporary and renamed. Returns its size. */
+static long long csv_new(const report_csv *c, const char *header, const report_history *h)
+{
+    size_t n = strlen(header);
+    char *buf = malloc(n + 2 + 64 * 32);
+    if (!buf)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    memcpy(buf, header, n);
+    buf[n++] = '\n';
+    int has_init = 0;
+    for (size_t k = 0; k < h->cols; k++)
+        has_init |= isfinite(h->init[k]) != 0;
+    if (has_init)
+        n += format_row(c, buf + n, 64 * 32, 0, h->init, h->cols);
+    report_write_file(c->path, buf, n);
+    free(buf);
+    return (long long)n;
+}
+
+/* Read the rows 0..step of the log at path (f open) into h (see report_csv_open); the
+ * offset just after the row of `step` into *keep. 1 if the log holds every row up to
+ * `step` under this header, else 0 (h then empty). */
+static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_t step,
+                         long long *keep)
+{
+    double *row = malloc(h->cols * sizeof(double));
+    if (!row)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long long off = 0;
+    uint64_t expect = 1;
+    int first = 1, ok = 0;
+    while (expect <= step && (len = getline(&line, &cap, f)) > 0) {
+        off += len;
+        if (line[len - 1] != '\n')
+            break; /* a torn last line */
+        if (first) {
+            first = 0;
+            line[len - 1] = '\0';
+            if (strcmp(line, header) != 0)
+                break; /* another program's log, or another version's */
+            continue;
+        }
+        unsigned long long s;
+        if (!parse_row(line, h->cols, &s, row))
+            break;
+        if (s == 0 && expect == 1) { /* the evaluation before the first step */
+            memcpy(h->init, row, h->cols * sizeof(double));
+            continue;
+        }
+        if (s != expect)
+            break;
+        report_history_push(h, row);
+        if (expect == step) {
+            *keep = off;
+            ok = 1;
+        }
+        expect++;
+    }
+    free(line);
+    free(row);
+    if (!ok)
+        h->n = 0;
+    return ok;
+}
+
 void report_csv_open(report_csv *c, const char *path, const char *header,
                      const char *const *fmts, report_history *h, uint64_t step)
 {
     snprintf(c->path, sizeof c->path, "%s", path);
     c->fmts = fmts;
-    double *row = malloc(h->cols * sizeof(double));
-    if (!row)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    if (step > 0) {
-        FILE *old = fopen(path, "r");
-        if (old) {
-            char line[1024];
-            uint64_t expect = 1;
-            while (fgets(line, sizeof line, old) && expect <= step) {
-                unsigned long long s;
-                if (!parse_row(line, h->cols, &s, row))
-                    continue;
-                if (s == 0 && expect == 1) { /* the evaluation before the first step */
-                    memcpy(h->init, row, h->cols * sizeof(double));
-                    continue;
-                }
-                if (s != expect)
-                    break;
-                report_history_push(h, row);
-                expect++;
-            }
-            fclose(old);
-            if (h->n != step) /* incomplete log: keep none rather than a gap */
-                h->n = 0;
+    c->fd = -1;
+    c->good = 0;
+    c->on_fail = NULL;
+    c->ctx = NULL;
+    FILE *old = step > 0 ? fopen(path, "r") : NULL;
+    if (!old && step > 0 && errno != ENOENT)
+        cli_die(CLI_EXIT_RUNTIME, "cannot read %s: %s", path, strerror(errno));
+    if (old) {
+        long long keep = 0;
+        const int ok = csv_read_back(old, header, h, step, &keep);
+        const int rd_err = ferror(old);
+        fclose(old);
+        if (rd_err)
+            cli_die(CLI_EXIT_RUNTIME, "cannot read %s", path);
+        if (ok) {
+            /* cut the rows after `step`: one truncation at a line boundary, so a kill at
+             * any moment leaves rows 1..step (and possibly the later ones) */
+            if (truncate(path, (off_t)keep) != 0)
+                cli_die(CLI_EXIT_RUNTIME, "cannot cut %s after step %llu: %s", path,
+                        (unsigned long long)step, strerror(errno));
+            c->good = keep;
+        } else {
+            char aside[CLI_PATH_CAP + 80];
+            snprintf(aside, sizeof aside, "%s.incomplete", path);
+            if (rename(path, aside) != 0)
+                cli_die(CLI_EXIT_RUNTIME, "cannot rename %s to %s: %s", path, aside,
+                        strerror(errno));
+            fprintf(stderr, "%s: note: %s does not hold every step up to the checkpoint's "
+                    "step %llu: kept as %s; the new log starts after step %llu\n",
+                    cli_program(), path, (unsigned long long)step, aside,
+                    (unsigned long long)step);
+            old = NULL;
         }
     }
-    c->f = fopen(path, "w");
-    if (!c->f)
+    if (!old || c->good == 0)
+        c->good = csv_new(c, header, h);
+    c->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (c->fd < 0)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, strerror(errno));
-    setvbuf(c->f, NULL, _IOLBF, 0); /* one write per row: a killed run leaves whole lines */
-    fprintf(c->f, "%s\n", header);
-    int has_init = 0;
-    for (size_t k = 0; k < h->cols; k++)
-        has_init |= isfinite(h->init[k]) != 0;
-    if (has_init)
-        report_csv_row(c, 0, h->init, h->cols);
-    for (size_t i = 0; i < h->n; i++)
-        report_csv_row(c, step - h->n + i + 1, h->v + i * h->cols, h->cols);
-    free(row);
 }
 
 void report_csv_flush(report_csv *c)
 {
-    fflush(c->f);
+    (void)c;
 }
 
 void report_csv_close(report_csv *c)
 {
-    if (c->f && fclose(c->f) != 0)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", c->path);
-    c->f = NULL;
+    if (c->fd >= 0 && close(c->fd) != 0)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", c->path, strerror(errno));
+    c->fd = -1;
+}
+
+void report_last_checkpoint(const char *path)
+{
+    if (!path) {
+        fprintf(stderr, "%s: no checkpoint was written yet.\n", cli_program());
+        return;
+    }
+    st_file *f = NULL;
+    char err[CLI_PATH_CAP + 256] = "";
+    int st = st_load(path, &f, err, sizeof err);
+    if (st == MHA_OK)
+        st = ckpt_verify(f, err, sizeof err);
+    const void *d = NULL;
+    if (st == MHA_OK)
+        st = st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err);
+    if (st == MHA_OK) {
+        uint64_t step;
+        memcpy(&step, d, sizeof step);
+        fprintf(stderr, "%s: the last checkpoint, %s (step %llu), is intact: once there is "
+                "room, continue with --resume %s\n", cli_program(), path,
+                (unsigned long long)step, path);
+    } else {
+        fprintf(stderr, "%s: the last checkpoint, %s, cannot be used: %s\n", cli_program(),
+                path, err);
+    }
+    st_free(f);
 }
 
 /* ---- files ----------------------------------------------------------------------------- */

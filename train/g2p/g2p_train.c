@@ -47,7 +47,16 @@ typedef struct trainer {
     int rank0;                 /* this process writes files and prints (dist.h)      */
     dist_grads *dg;            /* sums the gradients across ranks                    */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
 } trainer;
+
+/* The log could not be written (report_csv_row has said so): say whether the last
+ * checkpoint is intact before the exit. */
+static void log_failed(void *ctx)
+{
+    const trainer *t = ctx;
+    report_last_checkpoint(t->last_ckpt);
+}
 
 static const size_t *g_src_len;
 static int by_src_len(const void *a, const void *b)
@@ -409,8 +418,11 @@ int g2p_train_main(int argc, char **argv, int first)
     char csv_path[CLI_PATH_CAP + 64], path[CLI_PATH_CAP + 64];
     snprintf(csv_path, sizeof csv_path, "%s/train_log.csv", c->out);
     report_csv csv = {0};
+    t->last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
         report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    csv.on_fail = log_failed;
+    csv.ctx = t;
     size_t n_params;
     cli_check(mha_s2s_param_count(t->r.m, &n_params), "model");
     printf("mha-g2p train: %s: %zu words (%zu training, %zu validation, %zu test), %zu "
@@ -510,6 +522,7 @@ int g2p_train_main(int argc, char **argv, int first)
         if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end && t->rank0) {
             report_csv_flush(&csv);
             g2p_save(&t->r, c, t->ckpt_path, 1);
+            t->last_ckpt = t->ckpt_path;
         }
         const double el = report_now() - t0;
         char els[32], val[48] = "-";

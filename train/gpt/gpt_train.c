@@ -152,6 +152,14 @@ static int stop_nonfinite(const trainer *t, int tty, const char *what, const cha
     return CLI_EXIT_NONFINITE;
 }
 
+/* The log could not be written (report_csv_row has said so): say whether the last
+ * checkpoint is intact before the exit. */
+static void log_failed(void *ctx)
+{
+    const trainer *t = ctx;
+    report_last_checkpoint(t->last_ckpt);
+}
+
 /* Evaluation steps in (from, to]: multiples of --eval-every and the last step --steps. */
 static uint64_t evals_between(const gpt_run_config *c, uint64_t from, uint64_t to)
 {
@@ -252,8 +260,11 @@ int gpt_train_main(int argc, char **argv, int first)
     report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
     report_csv csv = {0};
+    t->last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
         report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    csv.on_fail = log_failed;
+    csv.ctx = t;
     t->last_ev[0] = t->last_ev[1] = NAN;
     for (size_t i = t->hist.n; i-- > 0;) /* the last evaluation in a resumed log */
         if (isfinite(report_at(&t->hist, i, H_EVVA))) {
@@ -292,7 +303,6 @@ int gpt_train_main(int argc, char **argv, int first)
     const double t_loop = report_now();
     double t_eval = 0; /* seconds of the evaluations in this process, and how many */
     unsigned long n_eval = 0;
-    const char *last_ckpt = c->resume[0] ? c->resume : NULL;
     char err[256];
     const size_t nr = (size_t)dist_size();
     const double share = (double)t->b_count / (double)B; /* exactly 1 with one rank */
@@ -310,7 +320,7 @@ int gpt_train_main(int argc, char **argv, int first)
             dist_sum(&loss, 1);
         }
         if (!isfinite(loss))
-            return stop_nonfinite(t, prog.tty, "the training loss", last_ckpt);
+            return stop_nonfinite(t, prog.tty, "the training loss", t->last_ckpt);
         dist_grads_begin(t->dg, share);
         cli_check(mha_gpt_backward(t->r.g), "backward");
         dist_grads_finish(t->dg);
@@ -320,7 +330,7 @@ int gpt_train_main(int argc, char **argv, int first)
         if (st == MHA_OK)
             st = mha_optim_step(t->r.opt, lr);
         if (st == MHA_ENONFINITE)
-            return stop_nonfinite(t, prog.tty, "a gradient", last_ckpt);
+            return stop_nonfinite(t, prog.tty, "a gradient", t->last_ckpt);
         cli_check(st, "optimizer step");
         t->r.step++;
         /* An update can still overflow for an absurd --lr: the next forward's loss shows
@@ -330,7 +340,7 @@ int gpt_train_main(int argc, char **argv, int first)
                               t->r.step != end) || t->r.step == end;
         if ((save_now || t->r.step % c->eval_every == 0) && !params_finite(&t->r))
             return stop_nonfinite(t, prog.tty, "a parameter or AdamW moment after the update",
-                                  last_ckpt);
+                                  t->last_ckpt);
         double row[H_COLS] = {loss, lr, gn, NAN, NAN};
         const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
         if (eval_now) {
@@ -344,7 +354,7 @@ int gpt_train_main(int argc, char **argv, int first)
             t_eval += report_now() - te;
             n_eval++;
             if (!isfinite(row[H_EVTR]) || !isfinite(row[H_EVVA]))
-                return stop_nonfinite(t, prog.tty, "the evaluation loss", last_ckpt);
+                return stop_nonfinite(t, prog.tty, "the evaluation loss", t->last_ckpt);
         }
         report_history_push(&t->hist, row);
         if (t->rank0)
@@ -360,7 +370,7 @@ int gpt_train_main(int argc, char **argv, int first)
                 report_csv_flush(&csv);
             if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
                 cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
-            last_ckpt = t->ckpt_path;
+            t->last_ckpt = t->ckpt_path;
         }
         /* time left: the remaining steps at this process's training speed (evaluations
          * excluded) and the remaining evaluations at their measured mean cost (before the

@@ -31,6 +31,7 @@ typedef struct trainer {
     double elapsed0;           /* seconds of earlier processes of a resumed run      */
     double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     /* data parallelism (train/common/dist.h); one rank: rank0 1, b_first 0, b_count B */
     int rank0;                 /* this process writes files and prints             */
     size_t b_first, b_count;   /* this rank's windows [b_first, +b_count) of a batch */
