@@ -154,7 +154,8 @@ static void test_gpt_train_resume_bitwise(void **state)
 }
 
 /* No stale picture: heat maps of layers the new run does not have (or all of them, when
- * the new run keeps no attention weights) are removed from --out; the run's own stay. */
+ * the new run keeps no attention weights) are removed from --out (a new run replacing
+ * another with --force); the run's own stay. */
 static void test_gpt_train_no_stale_heat_maps(void **state)
 {
     (void)state;
@@ -163,13 +164,14 @@ static void test_gpt_train_no_stale_heat_maps(void **state)
     write_file("o/attention_layer1.svg", "old", 3);
     write_file("o/attention_layer12.svg", "old", 3);
     write_file("o/attention_layer_notes.svg", "mine", 4); /* not a heat map name: kept */
-    assert_int_equal(gpt("b", "train " TINY " --steps 3 --warmup 0 --eval-every 3 --out o"), 0);
+    assert_int_equal(gpt("b", "train " TINY " --steps 3 --warmup 0 --eval-every 3 --out o "
+                              "--force"), 0);
     assert_true(file_exists("o/attention_layer0.svg"));
     assert_false(file_exists("o/attention_layer1.svg"));
     assert_false(file_exists("o/attention_layer12.svg"));
     assert_true(file_exists("o/attention_layer_notes.svg"));
     assert_int_equal(gpt("c", "train " TINY " --steps 3 --warmup 0 --eval-every 3 "
-                              "--attention recompute --out o"), 0);
+                              "--attention recompute --out o --force"), 0);
     assert_false(file_exists("o/attention_layer0.svg"));
 }
 

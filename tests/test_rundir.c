@@ -5,7 +5,11 @@
  *     moments (during the resume's log handling among them) leave every row up to the
  *     checkpoint's step; a resume cuts the rows after it at a line boundary;
  *   - a write error while logging (a file size limit, as a full disk) stops the run with
- *     exit 1, whole log lines only, naming the last checkpoint as intact; it resumes. */
+ *     exit 1, whole log lines only, naming the last checkpoint as intact; it resumes;
+ *   - one run per directory: a second process on a running run's directory is refused at
+ *     once (exit 2, naming the directory and the holder's pid); a new run into a directory
+ *     holding another run's checkpoints is refused unless --force (which replaces them);
+ *     --resume A --out B with B holding another run is refused naming both. */
 #include "test_util.h"
 
 #include <signal.h>
@@ -25,6 +29,26 @@ enum { TIMEOUT = 120 }; /* seconds any one child may run */
 static int gpt(const char *tag, const char *args)
 {
     return run_prog_limited(MHA_GPT_EXE, tag, args, TIMEOUT, 0);
+}
+
+static int g2p(const char *tag, const char *args)
+{
+    return run_prog_limited(MHA_G2P_EXE, tag, args, TIMEOUT, 0);
+}
+
+/* The "run_id" metadata of checkpoint path (relative to tmpdir), copied into id[32]. */
+static void run_id_of(const char *path, char id[32])
+{
+    char full[512], err[256];
+    snprintf(full, sizeof full, "%s/%s", tmpdir, path);
+    st_file *f = NULL;
+    if (st_load(full, &f, err, sizeof err) != MHA_OK)
+        fail_msg("%s: %s", path, err);
+    const char *v = st_meta(f, "run_id");
+    assert_non_null(v);
+    assert_int_equal(strlen(v), 16);
+    snprintf(id, 32, "%s", v);
+    st_free(f);
 }
 
 /* small.txt: the first 20,000 characters of Tiny Shakespeare. */
@@ -196,6 +220,146 @@ static void rundir_log_write_error(void **state)
     assert_int_equal(log_rows("o/train_log.csv"), s + 10);
 }
 
+
+/* ---- one run per directory ------------------------------------------------------------- */
+
+/* While a run trains in o, a second run there is refused at once with exit 2 naming o and
+ * the running process — a new run (even with --force) and a resume alike — and the running
+ * one is unharmed (it stops on SIGTERM as usual). Then, with nothing running, a new run into
+ * o is refused because o holds the first run's checkpoints, unless --force, which replaces
+ * them (best.safetensors of the first run does not survive beside the new run's files).
+ * (Before, both runs exited 0 with interleaved log lines and the last one's checkpoint.) */
+static void rundir_two_runs_one_dir(void **state)
+{
+    (void)state;
+    write_small_text();
+    pid_t pid = start_prog(MHA_GPT_EXE, "a", "train " TINY " --steps 100000 --warmup 10 "
+                           "--eval-every 20 --ckpt-every 50 --out o", TIMEOUT);
+    for (int i = 0; i < 3000 && count_lines("o/train_log.csv") < 120; i++)
+        sleep_ms(10);
+    assert_true(count_lines("o/train_log.csv") >= 120);
+    char holder[64];
+    snprintf(holder, sizeof holder, "process %ld", (long)pid);
+    assert_int_equal(gpt("b", "train " TINY " --steps 30 --warmup 1 --out o --force"), 2);
+    assert_file_contains("b.err", "--out o is in use by another run");
+    assert_file_contains("b.err", holder);
+    assert_int_equal(gpt("c", "train --resume o/checkpoint.safetensors --steps 100001"), 2);
+    assert_file_contains("c.err", holder);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(wait_prog(pid), 143);
+    const size_t rows = log_rows("o/train_log.csv");
+    assert_int_equal(ckpt_step("o/checkpoint.safetensors"), rows);
+    char first[32], second[32];
+    run_id_of("o/best.safetensors", first);
+
+    assert_int_equal(gpt("d", "train " TINY " --steps 30 --warmup 1 --eval-every 1000 "
+                              "--out o"), 2);
+    assert_file_contains("d.err", "--out o already holds a run");
+    assert_file_contains("d.err", "--force");
+    assert_int_equal(log_rows("o/train_log.csv"), rows); /* untouched */
+    /* --force: a run of 30 steps that evaluates only at its end replaces both files */
+    assert_int_equal(gpt("e", "train " TINY " --steps 30 --warmup 1 --eval-every 1000 "
+                              "--out o --force"), 0);
+    assert_file_contains("e.err", "removed o/best.safetensors");
+    run_id_of("o/best.safetensors", second);
+    assert_string_not_equal(first, second);
+    run_id_of("o/checkpoint.safetensors", first);
+    assert_string_equal(first, second);
+    assert_int_equal(log_rows("o/train_log.csv"), 30);
+}
+
+/* --resume A --out B where B holds another run is refused, naming both, and B is left as it
+ * was; into an empty directory, or resuming a run's best checkpoint beside its own latest
+ * one (the same run id), it goes on. (Before: exit 0, B's log rows spliced into A's, B's
+ * checkpoint overwritten, B's best checkpoint kept.) */
+static void rundir_resume_foreign(void **state)
+{
+    (void)state;
+    write_small_text();
+    const char *run = "train " TINY " --steps 10 --warmup 1 --eval-every 5 --out ";
+    char args[512];
+    snprintf(args, sizeof args, "%sa", run);
+    assert_int_equal(gpt("a", args), 0);
+    snprintf(args, sizeof args, "%sb --seed 7", run);
+    assert_int_equal(gpt("b", args), 0);
+    size_t n0, l0;
+    char *before = slurp("b/checkpoint.safetensors", &n0);
+    char *log0 = slurp("b/train_log.csv", &l0);
+    assert_non_null(before);
+    assert_non_null(log0);
+    assert_int_equal(gpt("x", "train --resume a/checkpoint.safetensors --steps 20 --out b"), 2);
+    assert_file_contains("x.err", "a/checkpoint.safetensors");
+    assert_file_contains("x.err", "b/checkpoint.safetensors");
+    assert_file_contains("x.err", "another run");
+    size_t n1, l1;
+    char *after = slurp("b/checkpoint.safetensors", &n1);
+    char *log1 = slurp("b/train_log.csv", &l1);
+    assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
+    assert_true(l0 == l1 && memcmp(log0, log1, l0) == 0);
+    free(before);
+    free(after);
+    free(log0);
+    free(log1);
+    assert_int_equal(gpt("y", "train --resume a/checkpoint.safetensors --steps 20 --out c"), 0);
+    assert_int_equal(count_lines("c/train_log.csv"), 11); /* the header, steps 11..20 */
+    assert_int_equal(gpt("z", "train --resume a/best.safetensors --steps 20"), 0);
+    assert_file_contains("z.out", "resumed from a/best.safetensors at step 10");
+    /* with --force, b's run is replaced by a's continuation */
+    assert_int_equal(gpt("f", "train --resume a/checkpoint.safetensors --steps 30 --out b "
+                              "--force"), 0);
+    assert_file_contains("f.out", "resumed from a/checkpoint.safetensors at step 20");
+    char ia[32], ib[32];
+    run_id_of("a/checkpoint.safetensors", ia);
+    run_id_of("b/best.safetensors", ib);
+    assert_string_equal(ia, ib);
+}
+
+/* A small dictionary: the first `lines` lines of CMUdict. */
+static void write_small_dict(const char *path, size_t lines)
+{
+    char *all = slurp(MHA_SOURCE_DIR "/data/cmudict.dict", NULL);
+    assert_non_null(all);
+    char *p = all;
+    for (size_t i = 0; i < lines && p; i++)
+        if ((p = strchr(p, '\n')) != NULL)
+            p++;
+    write_file(path, all, p ? (size_t)(p - all) : strlen(all));
+    free(all);
+}
+
+#define G2P_TINY "--data d.dict --enc-layers 1 --dec-layers 1 --dim 16 --heads 2 " \
+                 "--mlp-dim 32 --batch 16 --threads 1 --eval-words 20"
+
+/* mha-g2p train shares the protections: a second run on a running run's directory is
+ * refused (exit 2, the holder's pid), a new run into a directory with another run's
+ * checkpoints too unless --force, and a resume into another run's directory. */
+static void rundir_g2p(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    pid_t pid = start_prog(MHA_G2P_EXE, "a", "train " G2P_TINY " --steps 100000 "
+                           "--eval-every 100000 --ckpt-every 20 --out o", TIMEOUT);
+    for (int i = 0; i < 3000 && count_lines("o/train_log.csv") < 25; i++)
+        sleep_ms(10);
+    assert_true(count_lines("o/train_log.csv") >= 25);
+    char holder[64];
+    snprintf(holder, sizeof holder, "process %ld", (long)pid);
+    assert_int_equal(g2p("b", "train " G2P_TINY " --steps 10 --out o --force"), 2);
+    assert_file_contains("b.err", "--out o is in use by another run");
+    assert_file_contains("b.err", holder);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(wait_prog(pid), 143);
+    assert_int_equal(g2p("c", "train " G2P_TINY " --steps 10 --out o"), 2);
+    assert_file_contains("c.err", "already holds a run");
+    assert_int_equal(g2p("d", "train " G2P_TINY " --steps 10 --eval-every 5 --out p"), 0);
+    assert_int_equal(g2p("e", "train --resume o/checkpoint.safetensors --out p "
+                              "--steps 100001"), 2);
+    assert_file_contains("e.err", "another run");
+    assert_file_contains("e.err", "p/");
+    assert_int_equal(g2p("f", "train " G2P_TINY " --steps 10 --eval-every 5 --out o --force"),
+                     0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +368,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(rundir_incomplete_log_kept, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_log_write_error, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_two_runs_one_dir, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_resume_foreign, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_g2p, tmpdir_setup, tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,6 +72,10 @@ extern const char *const CLI_ATTN_NAMES[];
 #define CLI_OPT_STOP_AFTER(off)                                                              \
     {"stop-after", CLI_U64, (off), 0, 1e9, 0, "N",                                          \
      "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL}
+#define CLI_OPT_FORCE(off)                                                                   \
+    {"force", CLI_FLAG, (off), 0, 1, 0, "",                                                 \
+     "start (or resume) a run in an --out that holds another run's checkpoints, removing "  \
+     "them (refused without it)", NULL}
 #define CLI_OPT_THREADS(off)                                                                 \
     {"threads", CLI_INT, (off), 0, CLI_MAX_THREADS, 2, "N",                                 \
      "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible); at most 4 x " \

@@ -59,6 +59,7 @@ const cli_opt G2P_TRAIN_OPTS[] = {
      "output directory (with --resume: the checkpoint's directory unless given)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint; options not given come from it", NULL},
+    CLI_OPT_FORCE(OFF(force)),
     /* derived from the data at the start of a run; stored so a model knows its sizes */
     {"src-context", CLI_SIZE, OFF(src_context), 0, G2P_MAX_POS, 1, "N",
      "source positions of the model (0 = the longest word of the data)", NULL},
@@ -261,7 +262,8 @@ void g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_mome
     snprintf(el, sizeof el, "%.3f", r->elapsed);
     if (ckpt_meta_init(&meta, G2P_CKPT_FORMAT, G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, cfg) ||
         ckpt_meta_add(&meta, "src_vocab", vs) || ckpt_meta_add(&meta, "tgt_vocab", vt) ||
-        ckpt_meta_add(&meta, "elapsed_seconds", el))
+        ckpt_meta_add(&meta, "elapsed_seconds", el) ||
+        (cfg->run_id[0] && ckpt_meta_add(&meta, "run_id", cfg->run_id)))
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     free(vs);
     free(vt);

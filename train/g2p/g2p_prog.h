@@ -39,6 +39,8 @@ typedef struct g2p_config {
     int threads;
     char out[CLI_PATH_CAP];
     char resume[CLI_PATH_CAP];
+    int force;                   /* --force: replace another run's checkpoints in --out */
+    char run_id[24];             /* the run's id (rundir.h), kept across --resume        */
     size_t src_context, tgt_context; /* derived from the data (stored in checkpoints)   */
     double elapsed;              /* training seconds of a checkpoint (its metadata)      */
     /* pronounce / eval */

@@ -20,6 +20,7 @@
 
 #include "dist.h"
 #include "report.h"
+#include "rundir.h"
 #include "svg.h"
 
 enum { H_LOSS, H_LR, H_GN, H_WER, H_PER, H_WER_S, H_PER_S, H_COLS };
@@ -367,6 +368,19 @@ static void setup(trainer *t, int argc, char **argv, int first)
                 "model's %zu source and %zu target positions", c->data, t->set.max_src,
                 t->set.max_tgt, c->src_context, c->tgt_context);
     cli_prepare_out_dir(c->out);
+    /* the run's id: the checkpoint's (one from before run ids gets a new one) */
+    const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
+    if (!rundir_id_valid(ck_id))
+        ck_id = NULL;
+    if (ck_id)
+        snprintf(c->run_id, sizeof c->run_id, "%s", ck_id);
+    else
+        rundir_new_id(c->run_id);
+    if (dist_rank() == 0) { /* one run per directory: no other process, no other run */
+        static const char *const files[] = {"checkpoint.safetensors", "best.safetensors"};
+        rundir_lock(c->out);
+        rundir_claim(c->out, files, 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
+    }
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
     g2p_run_create(&t->r, c, &src, &tgt, c->batch, 1);

@@ -73,6 +73,7 @@ const cli_opt GPT_TRAIN_OPTS[] = {
      "output directory (with --resume: the checkpoint's directory unless given)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint; options not given come from it", NULL},
+    CLI_OPT_FORCE(OFF(force)),
 };
 const size_t GPT_N_TRAIN_OPTS = sizeof GPT_TRAIN_OPTS / sizeof GPT_TRAIN_OPTS[0];
 

@@ -44,6 +44,7 @@ typedef struct gpt_run_config {
     size_t sample_chars;
     char out[CLI_PATH_CAP];
     char resume[CLI_PATH_CAP];
+    int force;             /* --force: replace another run's checkpoints in --out       */
     /* sample */
     char checkpoint[CLI_PATH_CAP];
     char prompt[CLI_PATH_CAP];

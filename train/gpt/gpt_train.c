@@ -222,8 +222,21 @@ int gpt_train_main(int argc, char **argv, int first)
                           "already; give more steps than that", (unsigned long long)c->steps,
                           c->resume, (unsigned long long)ck_step);
     }
-    if (t->rank0)
+    /* the run's id: the checkpoint's (one from before run ids gets a new one) */
+    const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
+    if (!rundir_id_valid(ck_id))
+        ck_id = NULL;
+    if (ck_id)
+        snprintf(t->run_id, sizeof t->run_id, "%s", ck_id);
+    else
+        rundir_new_id(t->run_id);
+    if (t->rank0) {
         cli_prepare_out_dir(c->out); /* exit 2 before the model is built */
+        /* one run per directory: no other process in it, no other run's checkpoints */
+        static const char *const files[] = {"checkpoint.safetensors", "best.safetensors"};
+        rundir_lock(c->out);
+        rundir_claim(c->out, files, 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
+    }
     openblas_set_num_threads(n_threads);
     const size_t V = text_vocab_size(text_corpus_vocab(t->corpus));
     gpt_run_create(&t->r, c, V, t->cap_b, 1);

@@ -12,6 +12,7 @@
 #include "dist.h"
 #include "gpt_prog.h"
 #include "report.h"
+#include "rundir.h"
 
 /* History columns (one row per completed step). */
 enum { H_LOSS, H_LR, H_GN, H_EVTR, H_EVVA, H_COLS };
@@ -31,6 +32,7 @@ typedef struct trainer {
     double elapsed0;           /* seconds of earlier processes of a resumed run      */
     double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    char run_id[RUNDIR_ID_CAP]; /* this run's (rundir.h), kept across --resume           */
     const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     /* data parallelism (train/common/dist.h); one rank: rank0 1, b_first 0, b_count B */
     int rank0;                 /* this process writes files and prints             */

@@ -56,6 +56,8 @@ int gpt_save_checkpoint(trainer *t, const char *path)
     snprintf(el, sizeof el, "%.3f", t->elapsed0 + (report_now() - t->t_start));
     if (st == MHA_OK)
         st = ckpt_meta_add(&meta, "elapsed_seconds", el);
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "run_id", t->run_id);
     cli_check(st, "checkpoint metadata");
     char err[512] = "";
     st = ckpt_save(path, &c, &meta, err, sizeof err);
