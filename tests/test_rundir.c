@@ -9,16 +9,24 @@
  *   - one run per directory: a second process on a running run's directory is refused at
  *     once (exit 2, naming the directory and the holder's pid); a new run into a directory
  *     holding another run's checkpoints is refused unless --force (which replaces them);
- *     --resume A --out B with B holding another run is refused naming both. */
+ *     --resume A --out B with B holding another run is refused naming both;
+ *   - checkpoints carry a CRC-32C of every tensor and of the metadata: a flipped data
+ *     byte, two same-shape tensors swapped, an edited vocabulary of the same size are
+ *     refused (exit 2) by sample and --resume naming what is wrong; a bad training state
+ *     (best.val_loss -inf or NaN, steps outside the run) is refused too; a checkpoint
+ *     without checksums (from before them) still samples and resumes. */
 #include "test_util.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <math.h>
 
 #include "mha.h"
 #include "st.h"
@@ -360,6 +368,182 @@ static void rundir_g2p(void **state)
                      0);
 }
 
+/* ---- checksums and the state of a checkpoint ------------------------------------------- */
+
+/* Rewrite checkpoint src as dst (relative to tmpdir) with st_save: every tensor and
+ * metadata pair as they are, except: strip_crc drops the crc32c.* keys (a file from
+ * before checksums), swap_a / swap_b (names, NULL: none) exchange their data, and tensor
+ * f64_name (NULL: none) gets the F64 value f64_val. */
+static void rewrite(const char *src, const char *dst, int strip_crc, const char *swap_a,
+                    const char *swap_b, const char *f64_name, double f64_val)
+{
+    char ps[512], pd[512], err[256];
+    snprintf(ps, sizeof ps, "%s/%s", tmpdir, src);
+    snprintf(pd, sizeof pd, "%s/%s", tmpdir, dst);
+    st_file *f = NULL;
+    if (st_load(ps, &f, err, sizeof err) != MHA_OK)
+        fail_msg("%s: %s", src, err);
+    const size_t n = st_count(f), nm = st_meta_count(f);
+    st_tensor *t = calloc(n, sizeof *t);
+    const char **mk = calloc(nm + 1, sizeof *mk), **mv = calloc(nm + 1, sizeof *mv);
+    assert_non_null(t);
+    assert_non_null(mk);
+    assert_non_null(mv);
+    size_t ia = n, ib = n;
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(st_tensor_at(f, i, &t[i]), MHA_OK);
+        if (swap_a && strcmp(t[i].name, swap_a) == 0)
+            ia = i;
+        if (swap_b && strcmp(t[i].name, swap_b) == 0)
+            ib = i;
+        if (f64_name && strcmp(t[i].name, f64_name) == 0) {
+            assert_int_equal(t[i].dtype, ST_F64);
+            t[i].data = &f64_val;
+        }
+    }
+    if (swap_a) {
+        assert_true(ia < n && ib < n);
+        const void *d = t[ia].data;
+        t[ia].data = t[ib].data;
+        t[ib].data = d;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nm; i++) {
+        assert_int_equal(st_meta_at(f, i, &mk[k], &mv[k]), MHA_OK);
+        if (!(strip_crc && (strncmp(mk[k], "crc32c.", 7) == 0 || strcmp(mk[k], "run_id") == 0)))
+            k++;
+    }
+    if (st_save(pd, t, n, mk, mv, k, err, sizeof err) != MHA_OK)
+        fail_msg("cannot write %s: %s", dst, err);
+    free(t);
+    free(mk);
+    free(mv);
+    st_free(f);
+}
+
+/* Checkpoint "s": sample from it must exit 2 with `needle` on stderr, and --resume too. */
+static void assert_refused(const char *ck, const char *needle)
+{
+    char args[512];
+    snprintf(args, sizeof args, "sample --checkpoint %s --chars 5", ck);
+    int rc = gpt("rs", args);
+    if (rc != 2)
+        fail_msg("sample from %s: exit %d, expected 2", ck, rc);
+    assert_file_contains("rs.err", needle);
+    snprintf(args, sizeof args, "train --resume %s --steps 30 --out rr", ck);
+    rc = gpt("rr", args);
+    if (rc != 2)
+        fail_msg("resume from %s: exit %d, expected 2", ck, rc);
+    assert_file_contains("rr.err", needle);
+}
+
+/* Every one of 24 single-byte flips spread over the data section of a checkpoint is
+ * refused by sample and by --resume, naming the tensor; so are two tensors of the same
+ * shape exchanged, and a vocabulary edited in place to another of the same size. (Before:
+ * 39 of 40 random flips in the data section were accepted, and both edits.) */
+static void rundir_checksums_refuse_corruption(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("a", "train " TINY " --steps 10 --warmup 1 --eval-every 5 --out a"), 0);
+    size_t n;
+    unsigned char *b = (unsigned char *)slurp("a/checkpoint.safetensors", &n);
+    assert_non_null(b);
+    uint64_t hn = 0;
+    for (int i = 0; i < 8; i++)
+        hn |= (uint64_t)b[i] << (8 * i);
+    const size_t data0 = 8 + (size_t)hn;
+    assert_true(n > data0 + 1000);
+    for (int k = 0; k < 24; k++) {
+        const size_t pos = data0 + (size_t)k * ((n - data0 - 1) / 23);
+        b[pos] ^= (unsigned char)(1u << (k % 8));
+        write_file("flip.safetensors", b, n);
+        b[pos] ^= (unsigned char)(1u << (k % 8));
+        int rc = gpt("f", "sample --checkpoint flip.safetensors --chars 5");
+        if (rc != 2)
+            fail_msg("a flipped bit at byte %zu of %zu: sample exit %d, expected 2", pos, n, rc);
+        assert_file_contains("f.err", "does not match its checksum");
+        if (k % 6 == 0) {
+            rc = gpt("fr", "train --resume flip.safetensors --steps 30 --out fr");
+            if (rc != 2)
+                fail_msg("a flipped bit at byte %zu: resume exit %d, expected 2", pos, rc);
+            assert_file_contains("fr.err", "does not match its checksum");
+        }
+    }
+    /* the vocabulary, edited in place: two of its characters exchanged (same size) */
+    char *hdr = (char *)b + 8;
+    char *v = strstr(hdr, "\"vocab\":\"bytes:0a20");
+    assert_non_null(v);
+    char *hex = v + strlen("\"vocab\":\"bytes:");
+    char tmp[2] = {hex[2], hex[3]};
+    hex[2] = hex[4], hex[3] = hex[5], hex[4] = tmp[0], hex[5] = tmp[1];
+    write_file("voc.safetensors", b, n);
+    free(b);
+    assert_refused("voc.safetensors", "metadata");
+    /* two tensors of the same shape exchanged */
+    rewrite("a/checkpoint.safetensors", "swap.safetensors", 0, "blocks.0.attn.w_q.weight",
+            "blocks.0.attn.w_k.weight", NULL, 0);
+    assert_refused("swap.safetensors", "blocks.0.attn.w_");
+    /* the checkpoint itself is fine */
+    assert_int_equal(gpt("ok", "sample --checkpoint a/checkpoint.safetensors --chars 5"), 0);
+}
+
+/* The training state is checked in sample as on --resume: best.val_loss -inf or NaN, or a
+ * finite best loss with no evaluation step, is refused (exit 2, naming it), here in files
+ * without checksums so that the state check itself is what refuses. A checkpoint without
+ * checksums (and run id) — as written before they existed — still samples and resumes. */
+static void rundir_checkpoint_state_checked(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("a", "train " TINY " --steps 10 --warmup 1 --eval-every 5 "
+                              "--out a"), 0);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/old", tmpdir);
+    assert_int_equal(mkdir(dir, 0777), 0);
+    rewrite("a/checkpoint.safetensors", "old/checkpoint.safetensors", 1, NULL, NULL, NULL, 0);
+    assert_int_equal(gpt("s", "sample --checkpoint old/checkpoint.safetensors --chars 5"), 0);
+    assert_int_equal(gpt("r", "train --resume old/checkpoint.safetensors --steps 15"), 0);
+    assert_file_contains("r.out", "resumed from old/checkpoint.safetensors at step 10");
+    const double bad[] = {-INFINITY, NAN, -1.0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rewrite("a/checkpoint.safetensors", "bad.safetensors", 1, NULL, NULL, "best.val_loss",
+                bad[i]);
+        assert_refused("bad.safetensors", "best.val_loss");
+    }
+    /* +inf is the "no evaluation yet" sentinel: not with a best step */
+    rewrite("a/checkpoint.safetensors", "inf.safetensors", 1, NULL, NULL, "best.val_loss",
+            INFINITY);
+    assert_refused("inf.safetensors", "best.val_loss");
+}
+
+/* mha-g2p: a flipped data byte of a checkpoint is refused by pronounce (naming the
+ * tensor) and by --resume; the committed model, from before checksums, still loads. */
+static void rundir_g2p_checksums(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train " G2P_TINY " --steps 10 --eval-every 5 --out a"), 0);
+    size_t n;
+    unsigned char *b = (unsigned char *)slurp("a/best.safetensors", &n);
+    assert_non_null(b);
+    b[n - 100] ^= 0x10;
+    write_file("flip.safetensors", b, n);
+    free(b);
+    assert_int_equal(g2p("p", "pronounce --model flip.safetensors HELLO"), 2);
+    assert_file_contains("p.err", "does not match its checksum");
+    b = (unsigned char *)slurp("a/checkpoint.safetensors", &n);
+    assert_non_null(b);
+    b[n / 2 + 1000] ^= 0x01;
+    write_file("flip2.safetensors", b, n);
+    free(b);
+    assert_int_equal(g2p("r", "train --resume flip2.safetensors --out r"), 2);
+    assert_file_contains("r.err", "does not match its checksum");
+    assert_int_equal(g2p("m", "pronounce --model " MHA_SOURCE_DIR
+                              "/models/g2p-cmudict.safetensors HELLO"), 0);
+    assert_file_contains("m.out", "HELLO");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +556,11 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_resume_foreign, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_g2p, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_checksums_refuse_corruption, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_checkpoint_state_checked, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_g2p_checksums, tmpdir_setup, tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

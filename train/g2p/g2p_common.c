@@ -267,6 +267,7 @@ void g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_mome
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     free(vs);
     free(vt);
+    meta.checksums = 1;
     ckpt_layout lay = g2p_run_layout(r, with_moments);
     char err[2 * CLI_PATH_CAP] = "";
     if (ckpt_save(path, &lay, &meta, err, sizeof err) != MHA_OK)
@@ -302,12 +303,49 @@ static void vocab_from_meta(const st_file *f, const char *key, size_t n_special,
     cJSON_Delete(a);
 }
 
+/* The training state of checkpoint f is consistent (exit 2 naming the entry otherwise):
+ * train.step within the --steps it was made with, best.step not past it, best.val_wer a
+ * rate in [0, 1] or +inf (with best.step 0) before the first evaluation. */
+static void check_state(const st_file *f, const char *what)
+{
+    char err[512];
+    const void *d;
+    uint64_t step, best, made;
+    double wer;
+    g2p_config tmp;
+    const size_t k_steps = cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "steps");
+    const char *ms = st_meta(f, "steps");
+    if (!ms || cli_parse(&G2P_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
+    made = tmp.steps;
+    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&step, d, sizeof step);
+    if (st_get(f, "best.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&best, d, sizeof best);
+    if (st_get(f, "best.val_wer", ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&wer, d, sizeof wer);
+    if (step > made)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
+                "%llu it was made with", what, (unsigned long long)step,
+                (unsigned long long)made);
+    if (best > step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.step %llu is past train.step %llu",
+                what, (unsigned long long)best, (unsigned long long)step);
+    if (!(wer >= 0) || (isinf(wer) != (best == 0)) || (!isinf(wer) && wer > 1))
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.val_wer %g at best.step %llu (a "
+                "word error rate is in [0, 1], or +inf before the first evaluation)", what, wer,
+                (unsigned long long)best);
+}
+
 st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
                              g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt)
 {
     st_file *f = NULL;
     char err[2 * CLI_PATH_CAP] = "";
-    if (st_load(path, &f, err, sizeof err) != MHA_OK)
+    if (st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     const char *fmt = st_meta(f, "format");
     if (!fmt || strcmp(fmt, G2P_CKPT_FORMAT) != 0)
@@ -331,6 +369,7 @@ st_file *g2p_open_checkpoint(const char *path, const char *what, const int *expl
         cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds is missing or not a duration",
                 what);
     cfg->elapsed = el;
+    check_state(f, what);
     vocab_from_meta(f, "src_vocab", G2P_SRC_NSPECIAL, what, src);
     vocab_from_meta(f, "tgt_vocab", G2P_NSPECIAL, what, tgt);
     /* the tensors must have this configuration's shapes before a model is allocated */

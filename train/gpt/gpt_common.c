@@ -215,7 +215,7 @@ st_file *gpt_open_checkpoint(const char *path, const char *what, const int *expl
 {
     st_file *f = NULL;
     char err[2 * CLI_PATH_CAP] = "";
-    if (st_load(path, &f, err, sizeof err) != MHA_OK)
+    if (st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     int *none = calloc(GPT_N_TRAIN_OPTS, sizeof *none);
     if (!none)

@@ -96,6 +96,12 @@ ckpt_layout gpt_run_layout(gpt_run *r);
 st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
                              gpt_run_config *cfg, text_vocab **vocab);
 
+/* The state of checkpoint f read before a model is built: its step (*step), the --steps
+ * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent), checked for
+ * consistency (train and sample alike). Exit 2. Implemented in gpt_train_io.c. */
+void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
+                      double *elapsed);
+
 /* Generate `n` symbols after prompt ids[np] (np >= 1) with the key/value cache:
  * feed the last min(np, context) prompt ids once, then one symbol per step, drawn by
  * text_sample from PCG32(seed, TEXT_STREAM_SAMPLE); when the cache is full, reset it

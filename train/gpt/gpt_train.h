@@ -50,11 +50,6 @@ int gpt_save_checkpoint(trainer *t, const char *path);
 void gpt_load_checkpoint(trainer *t, st_file *f, const char *what);
 /* Several ranks: every rank takes rank 0's weights, AdamW moments and training state. */
 void gpt_share_rank0_state(trainer *t);
-/* The state of checkpoint f read before a model is built: its step (*step), the --steps
- * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent). Exit 2. */
-void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
-                      double *elapsed);
-
 /* ---- pictures and summary (train/gpt/gpt_train_io.c; rank 0) ---- */
 
 /* loss.svg: the losses of every logged step up to `step`, and the learning rate. */
