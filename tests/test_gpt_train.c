@@ -20,9 +20,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <pty.h>
 
 #include "mha.h"
 #include "st.h"
@@ -328,7 +332,10 @@ static void test_gpt_sample(void **state)
     char *x = slurp("s1.out", &n1), *y = slurp("s3.out", &n3);
     assert_non_null(x);
     assert_non_null(y);
-    assert_int_equal(n1, 6 + 100); /* the prompt, then 100 characters (> context 16) */
+    /* the prompt, then 100 characters (> context 16), then a newline unless the text
+     * ends with one */
+    assert_true(n1 == 6 + 100 + 1 || (n1 == 6 + 100 && x[n1 - 1] == '\n'));
+    assert_true(x[n1 - 1] == '\n');
     assert_int_equal(strncmp(x, "ROMEO:", 6), 0);
     assert_true(n3 == n1 && memcmp(x, y, n1) != 0);
     free(x);
@@ -582,6 +589,98 @@ static void test_gpt_train_resume_limits(void **state)
     assert_file_contains("nf0.err", "No checkpoint was written");
 }
 
+
+/* ---- the progress display and small frictions ----------------------------------------------- */
+
+/* On a 60-column terminal (a pseudo-terminal) the live line is cut to 59 columns, never
+ * wrapped, and each evaluation leaves a line of its own (steps 10, 20, 30); the final
+ * summary names the step its losses come from. (Before: ~90 columns, so every update
+ * wrapped into a new line, and each evaluation's line was overwritten.) */
+static void test_gpt_train_progress_on_terminal(void **state)
+{
+    (void)state;
+    write_small_text();
+    struct winsize ws = {.ws_row = 24, .ws_col = 60};
+    int master = -1;
+    pid_t pid = forkpty(&master, NULL, NULL, &ws);
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) != 0)
+            _exit(97);
+        alarm(120); /* bounded: kept across exec */
+        execl(MHA_GPT_EXE, "mha-gpt", "train", "--data", "small.txt", "--layers", "1",
+              "--heads", "2", "--dim", "32", "--context", "16", "--batch", "8",
+              "--eval-batches", "4", "--threads", "1", "--sample-chars", "0", "--steps", "30",
+              "--warmup", "2", "--eval-every", "10", "--out", "tty", (char *)NULL);
+        _exit(98);
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap + 1);
+    assert_non_null(out);
+    for (;;) { /* until the child closes the terminal (EIO on Linux) */
+        ssize_t r = read(master, out + len, cap - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        assert_true(len < cap);
+    }
+    out[len] = '\0';
+    close(master);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* every segment between \r and \n, without the clear-line sequence, fits 59 columns */
+    size_t evals = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        const size_t ll = strlen(line);
+        if (ll > 0 && line[ll - 1] == '\r')
+            line[ll - 1] = '\0'; /* the terminal's newline is \r\n */
+        char *last = line;
+        for (char *seg = line; seg; seg = strchr(seg, '\r') ? strchr(seg, '\r') + 1 : NULL) {
+            size_t cols = 0;
+            for (char *c = seg; *c && *c != '\r'; c++) {
+                if (*c == '\033') { /* ESC [ K */
+                    c += 2;
+                    continue;
+                }
+                cols += ((unsigned char)*c & 0xC0) != 0x80;
+            }
+            if (cols > 59 && strncmp(seg, "  step", 6) == 0)
+                fail_msg("a progress update of %zu columns on a 60-column terminal: %s", cols,
+                         seg);
+            last = seg;
+        }
+        /* the line that stays is its last update: one per evaluation */
+        for (int s = 10; s <= 30; s += 10) {
+            char key[32];
+            snprintf(key, sizeof key, "  step %d/30  loss", s);
+            evals += strncmp(last, key, strlen(key)) == 0;
+        }
+    }
+    free(out);
+    assert_int_equal(evals, 3);
+    assert_int_equal((int)summary_number("tty/summary.json", "eval_step"), 30);
+}
+
+/* Small frictions: a short run scales the default warm-up down and says so; an unknown
+ * option close to a known one is answered with "did you mean"; a stopped run's summary
+ * names the step its losses were evaluated at. */
+static void test_gpt_frictions(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("w", "train " TINY " --steps 20 --eval-every 10 --out w"), 0);
+    assert_file_contains("w.err", "using --warmup 2");
+    assert_int_equal(gpt("t", "train --stepz 5"), 2);
+    assert_file_contains("t.err", "did you mean --steps?");
+    assert_int_equal(gpt("t2", "train --learning-rate 1"), 2);
+    assert_file_contains("t2.err", "unknown option '--learning-rate'");
+    assert_int_equal(gpt("s", "train " TINY " --steps 40 --warmup 2 --eval-every 10 "
+                              "--stop-after 25 --out s"), 0);
+    assert_file_contains("s.out", "evaluated at step 20");
+    assert_int_equal((int)summary_number("s/summary.json", "eval_step"), 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -599,6 +698,9 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_train_no_stale_heat_maps, tmpdir_setup,
                                         tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_progress_on_terminal, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_frictions, tmpdir_setup, tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

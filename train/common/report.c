@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -564,6 +565,7 @@ double report_now(void)
 void report_progress_start(report_progress *p)
 {
     p->tty = isatty(STDOUT_FILENO);
+    p->open = 0;
     p->t0 = report_now();
     p->last_shown = 0;
 }
@@ -578,22 +580,49 @@ int report_progress_due(report_progress *p, int last)
     return 0;
 }
 
+/* Columns of the terminal on stdout (COLUMNS, else 80, when it cannot say). */
+static size_t terminal_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    long v = c ? strtol(c, NULL, 10) : 0;
+    return v > 0 && v < 10000 ? (size_t)v : 80;
+}
+
 void report_progress_show(report_progress *p, const char *fmt, ...)
 {
+    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    if (p->tty)
-        fputc('\r', stdout);
-    vprintf(fmt, ap);
-    fputs(p->tty ? "   " : "\n", stdout);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (p->tty) {
+        /* cut to width - 1 columns (a character in the last column wraps on some
+         * terminals); a column per character: count UTF-8 lead bytes */
+        const size_t width = terminal_width() > 1 ? terminal_width() - 1 : 1;
+        size_t cols = 0, i = 0;
+        for (; buf[i]; i++) {
+            if (((unsigned char)buf[i] & 0xC0) != 0x80 && cols++ == width)
+                break;
+        }
+        buf[i] = '\0';
+        printf("\r%s\033[K", buf);
+        p->open = 1;
+    } else {
+        printf("%s\n", buf);
+    }
     fflush(stdout);
 }
 
-void report_progress_end(const report_progress *p)
+void report_progress_end(report_progress *p)
 {
-    if (p->tty)
+    if (p->tty && p->open) {
         printf("\n");
+        fflush(stdout);
+    }
+    p->open = 0;
 }
 
 void report_duration(double s, char *buf, size_t cap)

@@ -142,6 +142,7 @@ const char *report_signal_name(int sig);
 
 typedef struct report_progress {
     int tty;           /* stdout is a terminal                        */
+    int open;          /* a live line is on the terminal (no newline yet) */
     double t0;         /* report_now() at the start                   */
     double last_shown; /* seconds since t0 of the last terminal update */
 } report_progress;
@@ -151,11 +152,14 @@ double report_now(void);
 void report_progress_start(report_progress *p);
 /* Terminal: 1 if at least 0.1 s passed since the last update, or `last`. */
 int report_progress_due(report_progress *p, int last);
-/* Terminal: "\r<text>   " (the line is rewritten); otherwise "<text>\n". Flushes. */
+/* Terminal: "\r<text>" cut to the terminal's width less one column (never wrapped: a
+ * wrapped line would leave a new line per update), then "clear to the end of the line"
+ * (the line is rewritten); otherwise "<text>\n". Flushes. */
 void report_progress_show(report_progress *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Terminal: end the progress line. */
-void report_progress_end(const report_progress *p);
+/* Terminal: end the live line (a newline), so that it stays, e.g. after an evaluation;
+ * nothing if no live line is open. */
+void report_progress_end(report_progress *p);
 /* "12s", "3m05s", "?" for a negative or non-finite value. */
 void report_duration(double seconds, char *buf, size_t cap);
 

@@ -334,8 +334,15 @@ static void setup(trainer *t, int argc, char **argv, int first)
         cli_die_usage("--heads %zu does not divide --dim %zu", c->heads, c->dim);
     if (c->min_lr > c->lr)
         cli_die_usage("--min-lr %g is above --lr %g", c->min_lr, c->lr);
-    if (!given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")] && c->warmup >= c->steps)
-        c->warmup = c->steps / 10;
+    if (!given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")] && c->warmup >= c->steps) {
+        const uint64_t w = c->steps / 10;
+        if (dist_rank() == 0)
+            fprintf(stderr, "%s: note: the default --warmup %llu is not below --steps %llu: "
+                    "using --warmup %llu (a tenth of the steps)\n", cli_program(),
+                    (unsigned long long)c->warmup, (unsigned long long)c->steps,
+                    (unsigned long long)w);
+        c->warmup = w;
+    }
     if (c->warmup >= c->steps)
         cli_die_usage("--warmup %llu must be below --steps %llu",
                       (unsigned long long)c->warmup, (unsigned long long)c->steps);
@@ -544,14 +551,13 @@ int g2p_train_main(int argc, char **argv, int first)
         if (isfinite(last[H_WER]))
             snprintf(val, sizeof val, "WER %.2f%% PER %.2f%%", 100 * last[H_WER],
                      100 * last[H_PER]);
-        if (prog.tty ? report_progress_due(&prog, t->r.step == end) : eval_now)
+        if (eval_now || (prog.tty && report_progress_due(&prog, t->r.step == end)))
             report_progress_show(&prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  "
                                  "%.0f words/s  %s", prog.tty ? "  " : "",
                                  (unsigned long long)t->r.step, (unsigned long long)c->steps,
                                  loss, val, lr, (double)pairs / (el > 0 ? el : 1e-9), els);
-        if (eval_now && prog.tty) { /* keep a line per evaluation */
+        if (eval_now) /* each evaluation keeps its line on a terminal */
             report_progress_end(&prog);
-        }
         if (dist_any(report_stop_signal()))
             break; /* every rank at this step; a second signal ends the process */
     }

@@ -69,8 +69,17 @@ static void parse_train_options(trainer *t, int argc, char **argv, int first, in
     free(vals);
 }
 
-static void check_options(const gpt_run_config *c)
+static void check_options(gpt_run_config *c, int warmup_given)
 {
+    if (!warmup_given && c->warmup >= c->steps) { /* a short run: scale the default down */
+        const uint64_t w = c->steps / 10;
+        if (dist_rank() == 0)
+            fprintf(stderr, "%s: note: the default --warmup %llu is not below --steps %llu: "
+                    "using --warmup %llu (a tenth of the steps)\n", cli_program(),
+                    (unsigned long long)c->warmup, (unsigned long long)c->steps,
+                    (unsigned long long)w);
+        c->warmup = w;
+    }
     if (c->dim % c->heads != 0)
         cli_die_usage("invalid value '%zu' for --heads: must divide --dim %zu", c->heads, c->dim);
     if (c->warmup >= c->steps)
@@ -190,7 +199,7 @@ int gpt_train_main(int argc, char **argv, int first)
             cli_dirname(c->resume, c->out, sizeof c->out); /* the checkpoint's directory */
         gpt_resume_state(ck, what, &ck_step, &ck_made, &t->elapsed0);
     }
-    check_options(c);
+    check_options(c, explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "warmup")]);
     const int threads_given = explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "threads")];
     if (dist_size() > 1 && !threads_given)
         c->threads = 1; /* the ranks share the cores */
@@ -283,6 +292,7 @@ int gpt_train_main(int argc, char **argv, int first)
         if (isfinite(report_at(&t->hist, i, H_EVVA))) {
             t->last_ev[0] = report_at(&t->hist, i, H_EVTR);
             t->last_ev[1] = report_at(&t->hist, i, H_EVVA);
+            t->last_ev_step = t->r.step - t->hist.n + i + 1;
             break;
         }
 
@@ -364,6 +374,7 @@ int gpt_train_main(int argc, char **argv, int first)
                                      (unsigned long long)c->steps, c->eval_batches);
             row[H_EVTR] = t->last_ev[0] = evaluate(t, 0);
             row[H_EVVA] = t->last_ev[1] = evaluate(t, 1);
+            t->last_ev_step = t->r.step;
             t_eval += report_now() - te;
             n_eval++;
             if (!isfinite(row[H_EVTR]) || !isfinite(row[H_EVVA]))
@@ -400,11 +411,13 @@ int gpt_train_main(int argc, char **argv, int first)
         report_duration(t->elapsed0 + el, els, sizeof els);
         if (isfinite(t->last_ev[1]))
             snprintf(val, sizeof val, "%.4f", t->last_ev[1]);
-        if (prog.tty ? report_progress_due(&prog, t->r.step == end) : eval_now)
+        if (eval_now || (prog.tty && report_progress_due(&prog, t->r.step == end)))
             report_progress_show(&prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  %.0f tok/s"
                                  "  elapsed %s  left %s", prog.tty ? "  " : "",
                                  (unsigned long long)t->r.step, (unsigned long long)c->steps,
                                  loss, val, lr, sps * (double)(B * T), els, left);
+        if (eval_now)
+            report_progress_end(&prog); /* each evaluation keeps its line on a terminal */
         if ((stopped = dist_any(report_stop_signal())))
             break; /* finish as at --stop-after (every rank at this step); a second signal
                       ends the process */
@@ -435,10 +448,10 @@ int gpt_train_main(int argc, char **argv, int first)
                sig ? report_signal_name(sig) : stopped ? "a signal to another rank"
                                                        : "--stop-after", t->ckpt_path);
     if (isfinite(t->last_ev[1]))
-        printf("validation loss %.4f, training %.4f (step %llu; best validation %.4f at step "
-               "%llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
-               (unsigned long long)t->r.step, t->r.best_val, (unsigned long long)t->r.best_step,
-               tok_s);
+        printf("validation loss %.4f, training %.4f (evaluated at step %llu; best validation "
+               "%.4f at step %llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
+               (unsigned long long)t->last_ev_step, t->r.best_val,
+               (unsigned long long)t->r.best_step, tok_s);
     if (c->sample_chars > 0) {
         const int32_t nl = 0; /* start from the first symbol (the newline in most texts) */
         printf("sample (%zu characters, seed %llu, temperature 1):\n", c->sample_chars,

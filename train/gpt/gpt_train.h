@@ -29,6 +29,7 @@ typedef struct trainer {
     mha_pcg32 rng;             /* training batches                                  */
     report_history hist;
     double last_ev[2];         /* the last evaluation (NaN before any)              */
+    uint64_t last_ev_step;     /* its step                                          */
     double elapsed0;           /* seconds of earlier processes of a resumed run      */
     double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];

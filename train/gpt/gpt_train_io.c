@@ -260,6 +260,7 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
     cJSON_AddBoolToObject(root, "completed", completed);
     cJSON_AddNumberToObject(root, "train_loss", t->last_ev[0]);
     cJSON_AddNumberToObject(root, "val_loss", t->last_ev[1]);
+    cJSON_AddNumberToObject(root, "eval_step", (double)t->last_ev_step); /* of both losses */
     cJSON_AddNumberToObject(root, "best_val_loss", t->r.best_val);
     cJSON_AddNumberToObject(root, "best_val_step", (double)t->r.best_step);
     cJSON_AddNumberToObject(root, "wall_seconds", wall);
