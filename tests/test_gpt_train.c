@@ -663,7 +663,8 @@ static void test_gpt_train_progress_on_terminal(void **state)
 }
 
 /* Small frictions: a short run scales the default warm-up down and says so; an unknown
- * option close to a known one is answered with "did you mean"; a stopped run's summary
+ * option close to a known one is answered with "did you mean"; an unknown escape in the
+ * prompt is named; byte mode on a UTF-8 text hints at --utf8; a stopped run's summary
  * names the step its losses were evaluated at. */
 static void test_gpt_frictions(void **state)
 {
@@ -675,6 +676,21 @@ static void test_gpt_frictions(void **state)
     assert_file_contains("t.err", "did you mean --steps?");
     assert_int_equal(gpt("t2", "train --learning-rate 1"), 2);
     assert_file_contains("t2.err", "unknown option '--learning-rate'");
+    /* an unknown escape in the prompt is named as such (not as a character outside the
+     * vocabulary) */
+    assert_int_equal(gpt("q", "sample --prompt 'A\\qB'"), 2);
+    assert_file_contains("q.err", "unknown escape");
+    /* byte mode on a text with UTF-8 characters: a hint to use --utf8 */
+    char *txt = slurp("small.txt", NULL);
+    assert_non_null(txt);
+    for (size_t i = 0; i + 2 < 20000; i += 500)
+        memcpy(txt + i, "\xc3\xa9", 2); /* é */
+    write_file("utf.txt", txt, 20000);
+    free(txt);
+    assert_int_equal(gpt("u", "train --data utf.txt --layers 1 --heads 2 --dim 32 --context 16 "
+                              "--batch 8 --eval-batches 4 --threads 1 --sample-chars 0 "
+                              "--steps 2 --warmup 0 --out u"), 0);
+    assert_file_contains("u.err", "add --utf8");
     assert_int_equal(gpt("s", "train " TINY " --steps 40 --warmup 2 --eval-every 10 "
                               "--stop-after 25 --out s"), 0);
     assert_file_contains("s.out", "evaluated at step 20");

@@ -119,13 +119,16 @@ void cli_format(const cli_opt *o, const void *cfg, char *buf, size_t cap)
     }
 }
 
-/* CLI_STR: text with \n, \t, \\ unescaped into dst[CLI_PATH_CAP]; 1 if it does not fit. */
+/* CLI_STR: text with \n, \t, \\ unescaped into dst[CLI_PATH_CAP]; 1 if it does not fit,
+ * 2 if a backslash starts any other escape (a typo: write \\ for a backslash). */
 static int unescape(const char *text, char *dst)
 {
     size_t k = 0;
     for (const char *s = text; *s; s++) {
         char c = *s;
-        if (c == '\\' && (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
+        if (c == '\\') {
+            if (s[1] != 'n' && s[1] != 't' && s[1] != '\\')
+                return 2;
             s++;
             c = *s == 'n' ? '\n' : *s == 't' ? '\t' : '\\';
         }
@@ -208,7 +211,11 @@ const char *cli_parse(const cli_opt *o, const char *text, void *cfg)
         return NULL;
     case CLI_STR: {
         char tmp[CLI_PATH_CAP];
-        if (unescape(text, tmp))
+        const int u = unescape(text, tmp);
+        if (u == 2)
+            return "has an unknown escape: the escapes are \\n (newline), \\t (tab) and \\\\ (a "
+                   "backslash)";
+        if (u)
             return "is too long";
         strcpy(p, tmp);
         return NULL;

@@ -87,7 +87,8 @@ const cli_opt GPT_SAMPLE_OPTS[] = {
     {"temperature", CLI_DBL, OFF(temperature), 0.001, 1000, 0, "X",
      "divide the logits by X (< 1: more likely characters, > 1: more varied)", NULL},
     {"top-k", CLI_SIZE, OFF(top_k), 0, GPT_MAX_VOCAB, 0, "K",
-     "draw only among the K most likely characters (0 = all)", NULL},
+     "draw only among the K most likely characters (0 = all; 1 = greedy: always the most "
+     "likely, the same text for any seed)", NULL},
     {"seed", CLI_U64, OFF(sample_seed), 0, 18446744073709551615.0, 0, "N",
      "seed of the draws (the same seed gives the same text)", NULL},
     {"threads", CLI_INT, OFF(sample_threads), 0, CLI_MAX_THREADS, 0, "N",

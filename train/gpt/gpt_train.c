@@ -102,6 +102,17 @@ static void load_data(trainer *t)
                 "%s: %s", c->data, err);
     cli_check(text_vocab_format(text_corpus_vocab(t->corpus), &t->vocab_text, err, sizeof err),
               "vocabulary");
+    const text_vocab *voc = text_corpus_vocab(t->corpus);
+    if (!c->utf8 && dist_rank() == 0) { /* UTF-8 lead bytes: characters cut into bytes */
+        size_t lead = 0;
+        for (size_t i = 0; i < text_vocab_size(voc); i++)
+            lead += text_vocab_symbol(voc, i) >= 0xC2 && text_vocab_symbol(voc, i) <= 0xF4;
+        if (lead)
+            fprintf(stderr, "%s: note: --data %s holds bytes of UTF-8 characters beyond ASCII; "
+                    "in byte mode each byte is a symbol, and samples may show broken "
+                    "characters (\xef\xbf\xbd): add --utf8 to model whole characters\n",
+                    cli_program(), c->data);
+    }
     for (int p = 0; p < 2; p++)
         t->ids[p] = text_corpus_part(t->corpus, p == 0 ? TEXT_TRAIN : TEXT_VAL, &t->len[p]);
     const size_t B = c->batch, T = c->context, ne = c->eval_batches * B;
