@@ -261,6 +261,7 @@ static void test_gpt_train_stops_on_signal(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 130);
     assert_file_contains("sig.out", "(SIGINT); continue with --resume sig/checkpoint.safetensors");
+    assert_file_contains("sig.err", "SIGINT: stopping after this step"); /* said at once */
     const size_t rows = assert_whole_csv("sig/train_log.csv");
     assert_true(rows >= 30);
     assert_true(file_exists("sig/summary.json"));

@@ -360,6 +360,7 @@ static void rundir_g2p(void **state)
     assert_int_equal(g2p("c", "train " G2P_TINY " --steps 10 --out o"), 2);
     assert_file_contains("c.err", "already holds a run");
     assert_int_equal(g2p("d", "train " G2P_TINY " --steps 10 --eval-every 5 --out p"), 0);
+    assert_file_contains("d.err", "using --warmup 1"); /* the default 600, scaled down */
     assert_int_equal(g2p("e", "train --resume o/checkpoint.safetensors --out p "
                               "--steps 100001"), 2);
     assert_file_contains("e.err", "another run");
@@ -544,6 +545,35 @@ static void rundir_g2p_checksums(void **state)
     assert_file_contains("m.out", "HELLO");
 }
 
+/* Ctrl-C during a long evaluation is acknowledged at once on stderr, while the evaluation
+ * goes on; the run then stops after it with exit 130. (Before: nothing was said until the
+ * evaluation ended, ~95 s under load for the default model.) */
+static void rundir_signal_acknowledged(void **state)
+{
+    (void)state;
+    write_small_text();
+    pid_t pid = start_prog(MHA_GPT_EXE, "a", "train " TINY " --steps 1000 --warmup 10 "
+                           "--eval-every 20 --eval-batches 20000 --out o", TIMEOUT);
+    for (int i = 0; i < 3000 && count_lines("o/train_log.csv") < 20; i++)
+        sleep_ms(10);
+    assert_int_equal(count_lines("o/train_log.csv"), 20); /* the header, steps 1..19 */
+    sleep_ms(100);                                         /* step 20's evaluation */
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int said = 0;
+    for (int i = 0; i < 100 && !said; i++) { /* within 1 s */
+        char *e = slurp("a.err", NULL);
+        said = e && strstr(e, "SIGINT: stopping after this step") != NULL;
+        free(e);
+        if (!said)
+            sleep_ms(10);
+    }
+    const int still = count_lines("o/train_log.csv") == 20; /* the evaluation goes on */
+    assert_int_equal(wait_prog(pid), 130);
+    assert_true(said);
+    assert_true(still);
+    assert_int_equal(log_rows("o/train_log.csv"), 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -561,6 +591,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(rundir_checkpoint_state_checked, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_g2p_checksums, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_signal_acknowledged, tmpdir_setup,
+                                        tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

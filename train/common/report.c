@@ -173,6 +173,9 @@ size_t report_remove_stale_numbered(const char *dir, const char *prefix, size_t 
 /* ---- stopping on a signal ---- */
 
 static volatile sig_atomic_t stop_signal;
+/* What the first signal says at once, on stderr (made before: a handler may only write) */
+static char stop_msg[2][160];
+static size_t stop_len[2];
 
 static void on_stop_signal(int sig)
 {
@@ -182,10 +185,20 @@ static void on_stop_signal(int sig)
         return;
     }
     stop_signal = sig;
+    const int k = sig == SIGTERM;
+    if (write(STDERR_FILENO, stop_msg[k], stop_len[k]) < 0) {
+        /* nothing to do: the stop goes on */
+    }
 }
 
 void report_catch_stop_signals(void)
 {
+    for (int k = 0; k < 2; k++) {
+        snprintf(stop_msg[k], sizeof stop_msg[k], "\n%s: %s: stopping after this step (and "
+                 "its evaluation), with a checkpoint; a second signal stops at once\n",
+                 cli_program(), k ? "SIGTERM" : "SIGINT");
+        stop_len[k] = strlen(stop_msg[k]);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;

@@ -126,12 +126,13 @@ size_t report_remove_stale_numbered(const char *dir, const char *prefix, size_t 
 
 /* ---- stopping on a signal ------------------------------------------------------------ */
 
-/* Catch SIGINT and SIGTERM for a training loop: the first one is only recorded — the
- * loop polls report_stop_signal() after each step, then saves a checkpoint and its
- * reports as at --stop-after and exits with 128 + the signal number (130 for Ctrl-C,
- * 143 for SIGTERM); a second one takes the default action at once (the process ends:
- * the CSV log holds only whole lines, being line-buffered, and a checkpoint being
- * written is left as a temporary file, never as a partial checkpoint). */
+/* Catch SIGINT and SIGTERM for a training loop: the first one is recorded and acknowledged
+ * at once on stderr ("stopping after this step ...", even in the middle of a long
+ * evaluation); the loop polls report_stop_signal() after each step, then saves a
+ * checkpoint and its reports as at --stop-after and exits with 128 + the signal number
+ * (130 for Ctrl-C, 143 for SIGTERM); a second one takes the default action at once (the
+ * process ends: the CSV log holds only whole lines, each written by one write(2), and a
+ * checkpoint being written is left as a temporary file, never as a partial checkpoint). */
 void report_catch_stop_signals(void);
 /* The first stop signal received (SIGINT or SIGTERM), or 0. */
 int report_stop_signal(void);
