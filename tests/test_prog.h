@@ -1,5 +1,6 @@
-/* Helpers for the tests that run a program (mha-train, mha-gpt) as a child process and
- * check the files it writes (tests/test_train.c, tests/test_gpt_train.c).
+/* Helpers for the tests that run a program (mha-train, mha-gpt, mha-g2p) as a child
+ * process and check the files it writes (tests/test_train.c, test_gpt_train.c,
+ * test_rundir.c and others).
  *
  * Each test gets a fresh empty directory, `tmpdir`: tmpdir_setup makes it and
  * tmpdir_teardown removes it with everything in it (pass both to

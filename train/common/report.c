@@ -302,6 +302,7 @@ void report_csv_open(report_csv *c, const char *path, const char *header,
     FILE *old = step > 0 ? fopen(path, "r") : NULL;
     if (!old && step > 0 && errno != ENOENT)
         cli_die(CLI_EXIT_RUNTIME, "cannot read %s: %s", path, strerror(errno));
+    int kept = 0; /* the old log goes on */
     if (old) {
         long long keep = 0;
         const int ok = csv_read_back(old, header, h, step, &keep);
@@ -316,6 +317,7 @@ void report_csv_open(report_csv *c, const char *path, const char *header,
                 cli_die(CLI_EXIT_RUNTIME, "cannot cut %s after step %llu: %s", path,
                         (unsigned long long)step, strerror(errno));
             c->good = keep;
+            kept = 1;
         } else {
             char aside[CLI_PATH_CAP + 80];
             snprintf(aside, sizeof aside, "%s.incomplete", path);
@@ -326,10 +328,9 @@ void report_csv_open(report_csv *c, const char *path, const char *header,
                     "step %llu: kept as %s; the new log starts after step %llu\n",
                     cli_program(), path, (unsigned long long)step, aside,
                     (unsigned long long)step);
-            old = NULL;
         }
     }
-    if (!old || c->good == 0)
+    if (!kept)
         c->good = csv_new(c, header, h);
     c->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (c->fd < 0)
