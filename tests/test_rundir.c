@@ -117,6 +117,22 @@ static size_t log_rows(const char *path)
     return rows;
 }
 
+/* A small dictionary: the first `lines` lines of CMUdict. */
+static void write_small_dict(const char *path, size_t lines)
+{
+    char *all = slurp(MHA_SOURCE_DIR "/data/cmudict.dict", NULL);
+    assert_non_null(all);
+    char *p = all;
+    for (size_t i = 0; i < lines && p; i++)
+        if ((p = strchr(p, '\n')) != NULL)
+            p++;
+    write_file(path, all, p ? (size_t)(p - all) : strlen(all));
+    free(all);
+}
+
+#define G2P_TINY "--data d.dict --enc-layers 1 --dec-layers 1 --dim 16 --heads 2 " \
+                 "--mlp-dim 32 --batch 16 --threads 1 --eval-words 20"
+
 /* ---- the log ------------------------------------------------------------------------- */
 
 /* A run killed after its checkpoint leaves log rows past the checkpoint's step. Processes
@@ -228,6 +244,42 @@ static void rundir_log_write_error(void **state)
     assert_int_equal(log_rows("o/train_log.csv"), s + 10);
 }
 
+/* A checkpoint that cannot be saved (a 100 kB file size limit; this model's checkpoint is
+ * about 190 kB) stops a resumed run with exit 1, saying that the checkpoint it resumed
+ * from is intact, which it is (the same bytes), with no temporary left beside it; mha-g2p
+ * the same. */
+static void rundir_save_error(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("a", "train " TINY " --steps 10 --warmup 1 --eval-every 5 --out o"), 0);
+    size_t n0;
+    char *before = slurp("o/checkpoint.safetensors", &n0);
+    assert_non_null(before);
+    int rc = run_prog_limited(MHA_GPT_EXE, "b", "train --resume o/checkpoint.safetensors "
+                              "--steps 20", TIMEOUT, 100000);
+    assert_int_equal(rc, 1);
+    assert_file_contains("b.err", "could not be saved");
+    assert_file_contains("b.err", "o/checkpoint.safetensors (step 10), is intact");
+    size_t n1;
+    char *after = slurp("o/checkpoint.safetensors", &n1);
+    assert_non_null(after);
+    assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls '%s/o' | grep -q '\\.tmp\\.'", tmpdir);
+    assert_int_not_equal(system(cmd), 0); /* no temporary left */
+
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("g", "train " G2P_TINY " --steps 10 --eval-every 5 --out g"), 0);
+    rc = run_prog_limited(MHA_G2P_EXE, "h", "train --resume g/checkpoint.safetensors "
+                          "--steps 20 --eval-every 100", TIMEOUT, 20000);
+    assert_int_equal(rc, 1);
+    assert_file_contains("h.err", "could not be saved");
+    assert_file_contains("h.err", "g/checkpoint.safetensors (step 10), is intact");
+}
+
 
 /* ---- one run per directory ------------------------------------------------------------- */
 
@@ -321,22 +373,6 @@ static void rundir_resume_foreign(void **state)
     run_id_of("b/best.safetensors", ib);
     assert_string_equal(ia, ib);
 }
-
-/* A small dictionary: the first `lines` lines of CMUdict. */
-static void write_small_dict(const char *path, size_t lines)
-{
-    char *all = slurp(MHA_SOURCE_DIR "/data/cmudict.dict", NULL);
-    assert_non_null(all);
-    char *p = all;
-    for (size_t i = 0; i < lines && p; i++)
-        if ((p = strchr(p, '\n')) != NULL)
-            p++;
-    write_file(path, all, p ? (size_t)(p - all) : strlen(all));
-    free(all);
-}
-
-#define G2P_TINY "--data d.dict --enc-layers 1 --dec-layers 1 --dim 16 --heads 2 " \
-                 "--mlp-dim 32 --batch 16 --threads 1 --eval-words 20"
 
 /* mha-g2p train shares the protections: a second run on a running run's directory is
  * refused (exit 2, the holder's pid), a new run into a directory with another run's
@@ -582,6 +618,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(rundir_incomplete_log_kept, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_log_write_error, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_save_error, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_two_runs_one_dir, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_resume_foreign, tmpdir_setup, tmpdir_teardown),

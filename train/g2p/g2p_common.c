@@ -255,7 +255,7 @@ static char *vocab_json(const g2p_vocab *v)
     return s;
 }
 
-void g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments)
+int g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments)
 {
     ckpt_meta meta = {0};
     char *vs = vocab_json(&r->src), *vt = vocab_json(&r->tgt), el[32];
@@ -270,9 +270,11 @@ void g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_mome
     meta.checksums = 1;
     ckpt_layout lay = g2p_run_layout(r, with_moments);
     char err[2 * CLI_PATH_CAP] = "";
-    if (ckpt_save(path, &lay, &meta, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, err);
+    const int st = ckpt_save(path, &lay, &meta, err, sizeof err);
+    if (st != MHA_OK)
+        fprintf(stderr, "%s: cannot write %s: %s\n", cli_program(), path, err);
     ckpt_meta_free(&meta);
+    return st;
 }
 
 /* Parse a JSON array of symbols (metadata `key`) into a vocabulary. Exit 2. */

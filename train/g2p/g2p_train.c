@@ -59,6 +59,16 @@ static void log_failed(void *ctx)
     report_last_checkpoint(t->last_ckpt);
 }
 
+/* Save a checkpoint, or say whether the last one is intact and exit 1. */
+static void save_or_stop(trainer *t, const char *path, int with_moments)
+{
+    if (g2p_save(&t->r, &t->cfg, path, with_moments) == MHA_OK)
+        return;
+    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
+    report_last_checkpoint(t->last_ckpt);
+    exit(CLI_EXIT_RUNTIME);
+}
+
 static const size_t *g_src_len;
 static int by_src_len(const void *a, const void *b)
 {
@@ -538,11 +548,11 @@ int g2p_train_main(int argc, char **argv, int first)
             t->r.best_wer = row[H_WER];
             t->r.best_step = t->r.step;
             if (t->rank0)
-                g2p_save(&t->r, c, t->best_path, 0);
+                save_or_stop(t, t->best_path, 0);
         }
         if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end && t->rank0) {
             report_csv_flush(&csv);
-            g2p_save(&t->r, c, t->ckpt_path, 1);
+            save_or_stop(t, t->ckpt_path, 1);
             t->last_ckpt = t->ckpt_path;
         }
         const double el = report_now() - t0;
@@ -567,7 +577,7 @@ int g2p_train_main(int argc, char **argv, int first)
     size_t nfig = 0;
     if (t->rank0) {
         report_csv_close(&csv);
-        g2p_save(&t->r, c, t->ckpt_path, 1);
+        save_or_stop(t, t->ckpt_path, 1);
         snprintf(path, sizeof path, "%s/curves.svg", c->out);
         if (t->hist.n)
             write_curves(t, path);

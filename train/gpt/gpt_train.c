@@ -180,6 +180,16 @@ static void log_failed(void *ctx)
     report_last_checkpoint(t->last_ckpt);
 }
 
+/* A checkpoint could not be saved (gpt_save_checkpoint has said why; the file it was to
+ * replace is untouched): say whether the last one is intact, exit 1. */
+static void save_failed(const trainer *t) __attribute__((noreturn));
+static void save_failed(const trainer *t)
+{
+    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
+    report_last_checkpoint(t->last_ckpt);
+    exit(CLI_EXIT_RUNTIME);
+}
+
 /* Evaluation steps in (from, to]: multiples of --eval-every and the last step --steps. */
 static uint64_t evals_between(const gpt_run_config *c, uint64_t from, uint64_t to)
 {
@@ -398,13 +408,13 @@ int gpt_train_main(int argc, char **argv, int first)
             t->r.best_val = row[H_EVVA];
             t->r.best_step = t->r.step;
             if (gpt_save_checkpoint(t, t->best_path) != MHA_OK)
-                cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
+                save_failed(t);
         }
         if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
             if (t->rank0)
                 report_csv_flush(&csv);
             if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
-                cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
+                save_failed(t);
             t->last_ckpt = t->ckpt_path;
         }
         /* time left: the remaining steps at this process's training speed (evaluations
@@ -438,7 +448,7 @@ int gpt_train_main(int argc, char **argv, int first)
     if (t->rank0)
         report_csv_close(&csv);
     if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
-        return CLI_EXIT_RUNTIME;
+        save_failed(t);
     const int completed = t->r.step == c->steps;
     const double tok_s = t_steps > 0 ? (double)((t->r.step - step0) * B * T) / t_steps : 0;
     const int sig = report_stop_signal();
