@@ -663,7 +663,18 @@ static void test_gpt_train_progress_on_terminal(void **state)
     assert_int_equal((int)summary_number("tty/summary.json", "eval_step"), 30);
 }
 
-/* Small frictions: a short run scales the default warm-up down and says so; an unknown
+/* 1 if the file at path (in tmpdir) holds a carriage return (a line rewritten in place). */
+static int file_has_cr(const char *path)
+{
+    char *s = slurp(path, NULL);
+    assert_non_null(s);
+    const int cr = strchr(s, '\r') != NULL;
+    free(s);
+    return cr;
+}
+
+/* Small frictions: a short run scales the default warm-up down and says so; --progress live
+ * rewrites a line even into a pipe (plain lines are the default there); an unknown
  * option close to a known one is answered with "did you mean"; an unknown escape in the
  * prompt is named; byte mode on a UTF-8 text hints at --utf8; a stopped run's summary
  * names the step its losses were evaluated at. */
@@ -673,6 +684,11 @@ static void test_gpt_frictions(void **state)
     write_small_text();
     assert_int_equal(gpt("w", "train " TINY " --steps 20 --eval-every 10 --out w"), 0);
     assert_file_contains("w.err", "using --warmup 2");
+    assert_false(file_has_cr("w.out")); /* a pipe: plain lines */
+    /* --progress live: the live line even into a pipe (plain is the default there) */
+    assert_int_equal(gpt("lv", "train " TINY " --steps 20 --eval-every 10 --progress live "
+                               "--out lv"), 0);
+    assert_file_contains("lv.out", "\r  step 10/20");
     assert_int_equal(gpt("t", "train --stepz 5"), 2);
     assert_file_contains("t.err", "did you mean --steps?");
     assert_int_equal(gpt("t2", "train --learning-rate 1"), 2);

@@ -62,6 +62,7 @@ void cli_check(int st, const char *what)
 }
 
 const char *const CLI_ATTN_NAMES[] = {"stored", "recompute", NULL};
+const char *const CLI_PROGRESS_NAMES[] = {"auto", "live", "plain", NULL};
 
 void cli_dirname(const char *path, char *out, size_t cap)
 {

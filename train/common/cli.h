@@ -72,6 +72,12 @@ extern const char *const CLI_ATTN_NAMES[];
 #define CLI_OPT_STOP_AFTER(off)                                                              \
     {"stop-after", CLI_U64, (off), 0, 1e9, 0, "N",                                          \
      "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL}
+/* Names of the --progress modes, NULL-terminated (index = report_progress_mode's mode). */
+extern const char *const CLI_PROGRESS_NAMES[];
+#define CLI_OPT_PROGRESS(off)                                                                \
+    {"progress", CLI_CHOICE, (off), 0, 0, 0, "MODE",                                        \
+     "auto (a live line on a terminal, plain lines otherwise and under mpirun) | live (a "  \
+     "line rewritten in place) | plain (a line per evaluation)", CLI_PROGRESS_NAMES}
 #define CLI_OPT_FORCE(off)                                                                   \
     {"force", CLI_FLAG, (off), 0, 1, 0, "",                                                 \
      "start (or resume) a run in an --out that holds another run's checkpoints, removing "  \

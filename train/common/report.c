@@ -584,6 +584,14 @@ void report_progress_start(report_progress *p)
     p->last_shown = 0;
 }
 
+void report_progress_mode(report_progress *p, int mode, int mpi)
+{
+    if (mode == REPORT_PROGRESS_LIVE)
+        p->tty = 1;
+    else if (mode == REPORT_PROGRESS_PLAIN || mpi)
+        p->tty = 0;
+}
+
 int report_progress_due(report_progress *p, int last)
 {
     double t = report_now() - p->t0;

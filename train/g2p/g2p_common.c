@@ -60,6 +60,7 @@ const cli_opt G2P_TRAIN_OPTS[] = {
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint; options not given come from it", NULL},
     CLI_OPT_FORCE(OFF(force)),
+    CLI_OPT_PROGRESS(OFF(progress)),
     /* derived from the data at the start of a run; stored so a model knows its sizes */
     {"src-context", CLI_SIZE, OFF(src_context), 0, G2P_MAX_POS, 1, "N",
      "source positions of the model (0 = the longest word of the data)", NULL},

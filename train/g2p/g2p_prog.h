@@ -40,6 +40,7 @@ typedef struct g2p_config {
     char out[CLI_PATH_CAP];
     char resume[CLI_PATH_CAP];
     int force;                   /* --force: replace another run's checkpoints in --out */
+    int progress;                /* --progress: REPORT_PROGRESS_* (report.h)            */
     char run_id[24];             /* the run's id (rundir.h), kept across --resume        */
     size_t src_context, tgt_context; /* derived from the data (stored in checkpoints)   */
     double elapsed;              /* training seconds of a checkpoint (its metadata)      */

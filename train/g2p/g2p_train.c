@@ -475,6 +475,7 @@ int g2p_train_main(int argc, char **argv, int first)
     const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
     report_progress prog;
     report_progress_start(&prog);
+    report_progress_mode(&prog, c->progress, dist_with_mpi());
     const double t0 = report_now(), elapsed0 = t->r.elapsed;
     double last[H_COLS] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN};
     uint64_t pairs = 0;

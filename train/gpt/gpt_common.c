@@ -74,6 +74,7 @@ const cli_opt GPT_TRAIN_OPTS[] = {
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint; options not given come from it", NULL},
     CLI_OPT_FORCE(OFF(force)),
+    CLI_OPT_PROGRESS(OFF(progress)),
 };
 const size_t GPT_N_TRAIN_OPTS = sizeof GPT_TRAIN_OPTS / sizeof GPT_TRAIN_OPTS[0];
 

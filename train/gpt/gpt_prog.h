@@ -45,6 +45,7 @@ typedef struct gpt_run_config {
     char out[CLI_PATH_CAP];
     char resume[CLI_PATH_CAP];
     int force;             /* --force: replace another run's checkpoints in --out       */
+    int progress;          /* --progress: REPORT_PROGRESS_* (report.h)                   */
     /* sample */
     char checkpoint[CLI_PATH_CAP];
     char prompt[CLI_PATH_CAP];

@@ -343,6 +343,7 @@ int gpt_train_main(int argc, char **argv, int first)
     const size_t B = c->batch, T = c->context;
     report_progress prog;
     report_progress_start(&prog);
+    report_progress_mode(&prog, c->progress, dist_with_mpi());
     const uint64_t step0 = t->r.step;
     const double t_loop = report_now();
     double t_eval = 0; /* seconds of the evaluations in this process, and how many */
