@@ -24,13 +24,20 @@ void rundir_lock(const char *dir)
     snprintf(path, sizeof path, "%s/%s", dir, RUNDIR_LOCK_NAME);
     /* never closed: the lock lasts as long as the process (O_CLOEXEC: not a child's) */
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0)
-        cli_die(CLI_EXIT_USAGE, "cannot lock --out %s: cannot open %s: %s", dir, path,
-                strerror(errno));
+    if (fd < 0) {
+        fprintf(stderr, "%s: note: cannot open %s (%s): running without the lock that keeps "
+                "a second run out of --out %s\n", cli_program(), path, strerror(errno), dir);
+        return;
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int e = errno;
-        if (e != EWOULDBLOCK)
-            cli_die(CLI_EXIT_USAGE, "cannot lock --out %s (%s): %s", dir, path, strerror(e));
+        if (e != EWOULDBLOCK) { /* a file system without locks (some network or FUSE ones) */
+            fprintf(stderr, "%s: note: cannot lock %s (%s): running without the lock that "
+                    "keeps a second run out of --out %s\n", cli_program(), path, strerror(e),
+                    dir);
+            close(fd);
+            return;
+        }
         char buf[32] = "";
         ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
         buf[n > 0 ? n : 0] = '\0';

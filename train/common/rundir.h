@@ -22,7 +22,9 @@ enum { RUNDIR_ID_CAP = 17 }; /* 16 hex digits and the NUL */
 
 /* Take an advisory lock (flock) on <dir>/run.lock, created if needed, and hold it until
  * the process ends; the file then holds this process's pid. If another process holds it:
- * "--out <dir> is in use by another run (process <pid>) ..." and exit 2, at once. */
+ * "--out <dir> is in use by another run (process <pid> ...)" and exit 2, at once. On a
+ * file system that cannot lock (or if the file cannot be opened) a note says the run goes
+ * on without the lock. */
 void rundir_lock(const char *dir);
 
 /* A fresh run id: 16 hex digits from getrandom (the time and pid if it fails). */
