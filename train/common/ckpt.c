@@ -84,24 +84,22 @@ void ckpt_meta_free(ckpt_meta *m)
 
 static int is_crc_key(const char *k) { return strncmp(k, CRC_PREFIX, strlen(CRC_PREFIX)) == 0; }
 
-static const char *const *g_sort_keys;
-static int by_key(const void *a, const void *b)
-{
-    return strcmp(g_sort_keys[*(const size_t *)a], g_sort_keys[*(const size_t *)b]);
-}
-
 /* The CRC-32C of the pairs keys[i] → vals[i] that are not crc32c.* keys, sorted by key,
- * each as key NUL value NUL. MHA_ENOMEM. */
+ * each as key NUL value NUL. MHA_ENOMEM. (Insertion sort: a checkpoint has a few dozen
+ * such keys.) */
 static int meta_crc(const char *const *keys, const char *const *vals, size_t n, uint32_t *out)
 {
     size_t *idx = malloc((n ? n : 1) * sizeof *idx), m = 0;
     if (!idx)
         return MHA_ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        if (!is_crc_key(keys[i]))
-            idx[m++] = i;
-    g_sort_keys = keys; /* qsort has no context argument; the programs are single-threaded here */
-    qsort(idx, m, sizeof *idx, by_key);
+    for (size_t i = 0; i < n; i++) {
+        if (is_crc_key(keys[i]))
+            continue;
+        size_t j = m++;
+        for (; j > 0 && strcmp(keys[idx[j - 1]], keys[i]) > 0; j--)
+            idx[j] = idx[j - 1];
+        idx[j] = i;
+    }
     uint32_t c = 0;
     for (size_t j = 0; j < m; j++) {
         c = crc32c(c, keys[idx[j]], strlen(keys[idx[j]]) + 1);
@@ -128,7 +126,9 @@ static int parse_crc(const char *s, uint32_t *v)
     uint32_t x = 0;
     for (int i = 0; i < 8; i++) {
         const char ch = s[i];
-        const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        const int d = ch >= '0' && ch <= '9'   ? ch - '0'
+                      : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                                               : -1;
         if (d < 0)
             return 0;
         x = x << 4 | (uint32_t)d;
