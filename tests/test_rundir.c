@@ -409,10 +409,10 @@ static void rundir_g2p(void **state)
 
 /* Rewrite checkpoint src as dst (relative to tmpdir) with st_save: every tensor and
  * metadata pair as they are, except: strip_crc drops the crc32c.* keys (a file from
- * before checksums), swap_a / swap_b (names, NULL: none) exchange their data, and tensor
- * f64_name (NULL: none) gets the F64 value f64_val. */
+ * before checksums), swap_a / swap_b (names, NULL: none) exchange their data, and the
+ * scalar F64 or U64 tensor `name` (NULL: none) gets the 8 bytes at val8. */
 static void rewrite(const char *src, const char *dst, int strip_crc, const char *swap_a,
-                    const char *swap_b, const char *f64_name, double f64_val)
+                    const char *swap_b, const char *name, const void *val8)
 {
     char ps[512], pd[512], err[256];
     snprintf(ps, sizeof ps, "%s/%s", tmpdir, src);
@@ -433,9 +433,9 @@ static void rewrite(const char *src, const char *dst, int strip_crc, const char 
             ia = i;
         if (swap_b && strcmp(t[i].name, swap_b) == 0)
             ib = i;
-        if (f64_name && strcmp(t[i].name, f64_name) == 0) {
-            assert_int_equal(t[i].dtype, ST_F64);
-            t[i].data = &f64_val;
+        if (name && strcmp(t[i].name, name) == 0) {
+            assert_true(t[i].ndim == 0 && st_dtype_size(t[i].dtype) == 8);
+            t[i].data = val8;
         }
     }
     if (swap_a) {
@@ -519,14 +519,15 @@ static void rundir_checksums_refuse_corruption(void **state)
     assert_refused("voc.safetensors", "metadata");
     /* two tensors of the same shape exchanged */
     rewrite("a/checkpoint.safetensors", "swap.safetensors", 0, "blocks.0.attn.w_q.weight",
-            "blocks.0.attn.w_k.weight", NULL, 0);
+            "blocks.0.attn.w_k.weight", NULL, NULL);
     assert_refused("swap.safetensors", "blocks.0.attn.w_");
     /* the checkpoint itself is fine */
     assert_int_equal(gpt("ok", "sample --checkpoint a/checkpoint.safetensors --chars 5"), 0);
 }
 
-/* The training state is checked in sample as on --resume: best.val_loss -inf or NaN, or a
- * finite best loss with no evaluation step, is refused (exit 2, naming it), here in files
+/* The training state is checked in sample as on --resume: best.val_loss -inf or NaN, a
+ * finite best loss with no evaluation step (or +inf with one), train.step past the run's
+ * --steps, best.step past train.step are refused (exit 2, naming the entry), here in files
  * without checksums so that the state check itself is what refuses. A checkpoint without
  * checksums (and run id) — as written before they existed — still samples and resumes. */
 static void rundir_checkpoint_state_checked(void **state)
@@ -538,24 +539,34 @@ static void rundir_checkpoint_state_checked(void **state)
     char dir[512];
     snprintf(dir, sizeof dir, "%s/old", tmpdir);
     assert_int_equal(mkdir(dir, 0777), 0);
-    rewrite("a/checkpoint.safetensors", "old/checkpoint.safetensors", 1, NULL, NULL, NULL, 0);
+    rewrite("a/checkpoint.safetensors", "old/checkpoint.safetensors", 1, NULL, NULL, NULL, NULL);
     assert_int_equal(gpt("s", "sample --checkpoint old/checkpoint.safetensors --chars 5"), 0);
     assert_int_equal(gpt("r", "train --resume old/checkpoint.safetensors --steps 15"), 0);
     assert_file_contains("r.out", "resumed from old/checkpoint.safetensors at step 10");
     const double bad[] = {-INFINITY, NAN, -1.0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rewrite("a/checkpoint.safetensors", "bad.safetensors", 1, NULL, NULL, "best.val_loss",
-                bad[i]);
+                &bad[i]);
         assert_refused("bad.safetensors", "best.val_loss");
     }
     /* +inf is the "no evaluation yet" sentinel: not with a best step */
-    rewrite("a/checkpoint.safetensors", "inf.safetensors", 1, NULL, NULL, "best.val_loss",
-            INFINITY);
+    const double inf = INFINITY;
+    rewrite("a/checkpoint.safetensors", "inf.safetensors", 1, NULL, NULL, "best.val_loss", &inf);
     assert_refused("inf.safetensors", "best.val_loss");
+    /* steps outside the run: train.step past the --steps it was made with (10), and
+     * best.step past train.step */
+    const uint64_t past = 11, zero = 0;
+    rewrite("a/checkpoint.safetensors", "past.safetensors", 1, NULL, NULL, "train.step", &past);
+    assert_refused("past.safetensors", "train.step");
+    rewrite("a/checkpoint.safetensors", "best.safetensors", 1, NULL, NULL, "best.step", &past);
+    assert_refused("best.safetensors", "best.step");
+    rewrite("a/checkpoint.safetensors", "zero.safetensors", 1, NULL, NULL, "best.step", &zero);
+    assert_refused("zero.safetensors", "best.val_loss"); /* a finite best loss at step 0 */
 }
 
 /* mha-g2p: a flipped data byte of a checkpoint is refused by pronounce (naming the
- * tensor) and by --resume; the committed model, from before checksums, still loads. */
+ * tensor) and by --resume; a bad training state by pronounce and eval; the committed
+ * model, from before checksums, still loads. */
 static void rundir_g2p_checksums(void **state)
 {
     (void)state;
@@ -576,6 +587,15 @@ static void rundir_g2p_checksums(void **state)
     free(b);
     assert_int_equal(g2p("r", "train --resume flip2.safetensors --out r"), 2);
     assert_file_contains("r.err", "does not match its checksum");
+    /* a bad training state (in a file without checksums): refused by pronounce and eval */
+    const double minf = -INFINITY;
+    rewrite("a/best.safetensors", "wer.safetensors", 1, NULL, NULL, "best.val_wer", &minf);
+    assert_int_equal(g2p("w", "pronounce --model wer.safetensors HELLO"), 2);
+    assert_file_contains("w.err", "best.val_wer");
+    const uint64_t past = 11;
+    rewrite("a/best.safetensors", "step.safetensors", 1, NULL, NULL, "train.step", &past);
+    assert_int_equal(g2p("e", "eval --model step.safetensors --out ev"), 2);
+    assert_file_contains("e.err", "train.step 11 is past the --steps 10");
     assert_int_equal(g2p("m", "pronounce --model " MHA_SOURCE_DIR
                               "/models/g2p-cmudict.safetensors HELLO"), 0);
     assert_file_contains("m.out", "HELLO");
