@@ -20,9 +20,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <pty.h>
 
 #include "mha.h"
 #include "st.h"
@@ -216,7 +220,8 @@ static void test_gpt_train_bf16(void **state)
 }
 
 /* No stale picture: heat maps of layers the new run does not have (or all of them, when
- * the new run keeps no attention weights) are removed from --out; the run's own stay. */
+ * the new run keeps no attention weights) are removed from --out (a new run replacing
+ * another with --force); the run's own stay. */
 static void test_gpt_train_no_stale_heat_maps(void **state)
 {
     (void)state;
@@ -225,13 +230,14 @@ static void test_gpt_train_no_stale_heat_maps(void **state)
     write_file("o/attention_layer1.svg", "old", 3);
     write_file("o/attention_layer12.svg", "old", 3);
     write_file("o/attention_layer_notes.svg", "mine", 4); /* not a heat map name: kept */
-    assert_int_equal(gpt("b", "train " TINY " --steps 3 --warmup 0 --eval-every 3 --out o"), 0);
+    assert_int_equal(gpt("b", "train " TINY " --steps 3 --warmup 0 --eval-every 3 --out o "
+                              "--force"), 0);
     assert_true(file_exists("o/attention_layer0.svg"));
     assert_false(file_exists("o/attention_layer1.svg"));
     assert_false(file_exists("o/attention_layer12.svg"));
     assert_true(file_exists("o/attention_layer_notes.svg"));
     assert_int_equal(gpt("c", "train " TINY " --steps 3 --warmup 0 --eval-every 3 "
-                              "--attention recompute --out o"), 0);
+                              "--attention recompute --out o --force"), 0);
     assert_false(file_exists("o/attention_layer0.svg"));
 }
 
@@ -317,6 +323,7 @@ static void test_gpt_train_stops_on_signal(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 130);
     assert_file_contains("sig.out", "(SIGINT); continue with --resume sig/checkpoint.safetensors");
+    assert_file_contains("sig.err", "SIGINT: stopping after this step"); /* said at once */
     const size_t rows = assert_whole_csv("sig/train_log.csv");
     assert_true(rows >= 30);
     assert_true(file_exists("sig/summary.json"));
@@ -388,7 +395,10 @@ static void test_gpt_sample(void **state)
     char *x = slurp("s1.out", &n1), *y = slurp("s3.out", &n3);
     assert_non_null(x);
     assert_non_null(y);
-    assert_int_equal(n1, 6 + 100); /* the prompt, then 100 characters (> context 16) */
+    /* the prompt, then 100 characters (> context 16), then a newline unless the text
+     * ends with one */
+    assert_true(n1 == 6 + 100 + 1 || (n1 == 6 + 100 && x[n1 - 1] == '\n'));
+    assert_true(x[n1 - 1] == '\n');
     assert_int_equal(strncmp(x, "ROMEO:", 6), 0);
     assert_true(n3 == n1 && memcmp(x, y, n1) != 0);
     free(x);
@@ -642,6 +652,130 @@ static void test_gpt_train_resume_limits(void **state)
     assert_file_contains("nf0.err", "No checkpoint was written");
 }
 
+
+/* ---- the progress display and small frictions ----------------------------------------------- */
+
+/* On a 60-column terminal (a pseudo-terminal) the live line is cut to 59 columns, never
+ * wrapped, and each evaluation leaves a line of its own (steps 10, 20, 30); the final
+ * summary names the step its losses come from. (Before: ~90 columns, so every update
+ * wrapped into a new line, and each evaluation's line was overwritten.) */
+static void test_gpt_train_progress_on_terminal(void **state)
+{
+    (void)state;
+    write_small_text();
+    struct winsize ws = {.ws_row = 24, .ws_col = 60};
+    int master = -1;
+    pid_t pid = forkpty(&master, NULL, NULL, &ws);
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) != 0)
+            _exit(97);
+        alarm(120); /* bounded: kept across exec */
+        execl(MHA_GPT_EXE, "mha-gpt", "train", "--data", "small.txt", "--layers", "1",
+              "--heads", "2", "--dim", "32", "--context", "16", "--batch", "8",
+              "--eval-batches", "4", "--threads", "1", "--sample-chars", "0", "--steps", "30",
+              "--warmup", "2", "--eval-every", "10", "--out", "tty", (char *)NULL);
+        _exit(98);
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap + 1);
+    assert_non_null(out);
+    for (;;) { /* until the child closes the terminal (EIO on Linux) */
+        ssize_t r = read(master, out + len, cap - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        assert_true(len < cap);
+    }
+    out[len] = '\0';
+    close(master);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* every segment between \r and \n, without the clear-line sequence, fits 59 columns */
+    size_t evals = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        const size_t ll = strlen(line);
+        if (ll > 0 && line[ll - 1] == '\r')
+            line[ll - 1] = '\0'; /* the terminal's newline is \r\n */
+        char *last = line;
+        for (char *seg = line; seg; seg = strchr(seg, '\r') ? strchr(seg, '\r') + 1 : NULL) {
+            size_t cols = 0;
+            for (char *c = seg; *c && *c != '\r'; c++) {
+                if (*c == '\033') { /* ESC [ K */
+                    c += 2;
+                    continue;
+                }
+                cols += ((unsigned char)*c & 0xC0) != 0x80;
+            }
+            if (cols > 59 && strncmp(seg, "  step", 6) == 0)
+                fail_msg("a progress update of %zu columns on a 60-column terminal: %s", cols,
+                         seg);
+            last = seg;
+        }
+        /* the line that stays is its last update: one per evaluation */
+        for (int s = 10; s <= 30; s += 10) {
+            char key[32];
+            snprintf(key, sizeof key, "  step %d/30  loss", s);
+            evals += strncmp(last, key, strlen(key)) == 0;
+        }
+    }
+    free(out);
+    assert_int_equal(evals, 3);
+    assert_int_equal((int)summary_number("tty/summary.json", "eval_step"), 30);
+}
+
+/* 1 if the file at path (in tmpdir) holds a carriage return (a line rewritten in place). */
+static int file_has_cr(const char *path)
+{
+    char *s = slurp(path, NULL);
+    assert_non_null(s);
+    const int cr = strchr(s, '\r') != NULL;
+    free(s);
+    return cr;
+}
+
+/* Small frictions: a short run scales the default warm-up down and says so; --progress live
+ * rewrites a line even into a pipe (plain lines are the default there); an unknown
+ * option close to a known one is answered with "did you mean"; an unknown escape in the
+ * prompt is named; byte mode on a UTF-8 text hints at --utf8; a stopped run's summary
+ * names the step its losses were evaluated at. */
+static void test_gpt_frictions(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("w", "train " TINY " --steps 20 --eval-every 10 --out w"), 0);
+    assert_file_contains("w.err", "using --warmup 2");
+    assert_false(file_has_cr("w.out")); /* a pipe: plain lines */
+    /* --progress live: the live line even into a pipe (plain is the default there) */
+    assert_int_equal(gpt("lv", "train " TINY " --steps 20 --eval-every 10 --progress live "
+                               "--out lv"), 0);
+    assert_file_contains("lv.out", "\r  step 10/20");
+    assert_int_equal(gpt("t", "train --stepz 5"), 2);
+    assert_file_contains("t.err", "did you mean --steps?");
+    assert_int_equal(gpt("t2", "train --learning-rate 1"), 2);
+    assert_file_contains("t2.err", "unknown option '--learning-rate'");
+    /* an unknown escape in the prompt is named as such (not as a character outside the
+     * vocabulary) */
+    assert_int_equal(gpt("q", "sample --prompt 'A\\qB'"), 2);
+    assert_file_contains("q.err", "unknown escape");
+    /* byte mode on a text with UTF-8 characters: a hint to use --utf8 */
+    char *txt = slurp("small.txt", NULL);
+    assert_non_null(txt);
+    for (size_t i = 0; i + 2 < 20000; i += 500)
+        memcpy(txt + i, "\xc3\xa9", 2); /* é */
+    write_file("utf.txt", txt, 20000);
+    free(txt);
+    assert_int_equal(gpt("u", "train --data utf.txt --layers 1 --heads 2 --dim 32 --context 16 "
+                              "--batch 8 --eval-batches 4 --threads 1 --sample-chars 0 "
+                              "--steps 2 --warmup 0 --out u"), 0);
+    assert_file_contains("u.err", "add --utf8");
+    assert_int_equal(gpt("s", "train " TINY " --steps 40 --warmup 2 --eval-every 10 "
+                              "--stop-after 25 --out s"), 0);
+    assert_file_contains("s.out", "evaluated at step 20");
+    assert_int_equal((int)summary_number("s/summary.json", "eval_step"), 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,6 +794,9 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_train_no_stale_heat_maps, tmpdir_setup,
                                         tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_progress_on_terminal, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_frictions, tmpdir_setup, tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* Helpers for the tests that run a program (mha-train, mha-gpt) as a child process and
- * check the files it writes (tests/test_train.c, tests/test_gpt_train.c).
+/* Helpers for the tests that run a program (mha-train, mha-gpt, mha-g2p) as a child
+ * process and check the files it writes (tests/test_train.c, test_gpt_train.c,
+ * test_rundir.c and others).
  *
  * Each test gets a fresh empty directory, `tmpdir`: tmpdir_setup makes it and
  * tmpdir_teardown removes it with everything in it (pass both to
@@ -11,6 +12,7 @@
 #define MHA_TEST_PROG_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "st.h"
 
@@ -29,6 +31,23 @@ int tmpdir_teardown(void **state);
  * working directory; stdout goes to <tag>.out, stderr to <tag>.err in tmpdir.
  * Returns the exit status, or -1 if the program did not exit normally (a signal). */
 int run_prog(const char *exe, const char *tag, const char *args);
+
+/* Like run_prog, but bounded: the program gets timeout_s seconds (an alarm, which
+ * survives exec: SIGALRM ends it and -1 is returned), and when fsize > 0 a file size
+ * limit of fsize bytes (RLIMIT_FSIZE, SIGXFSZ ignored: a write past the limit fails with
+ * EFBIG, as on a full disk). */
+int run_prog_limited(const char *exe, const char *tag, const char *args, unsigned timeout_s,
+                     long long fsize);
+
+/* Start `'exe' args` in tmpdir in the background (stdout/stderr to <tag>.out/.err),
+ * bounded by timeout_s seconds as run_prog_limited. Returns its pid (wait for it with
+ * wait_prog). */
+pid_t start_prog(const char *exe, const char *tag, const char *args, unsigned timeout_s);
+/* Wait for a process of start_prog: its exit status, or -1 - the signal that ended it. */
+int wait_prog(pid_t pid);
+
+/* The number of whole lines in the file at path (0 if it cannot be read). */
+size_t count_lines(const char *path);
 
 /* The whole file at path into a NUL-terminated buffer owned by the caller (free it);
  * *len (if len is not NULL) gets the size without the NUL. Returns NULL if the file
@@ -58,7 +77,8 @@ void assert_f32_tensors_finite(const st_file *f);
 
 /* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
  * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
- * which differs between runs). */
+ * which differs between runs), "run_id" (each run's own) and "crc32c.__metadata__" (the
+ * checksum of the metadata, which holds both). */
 void assert_same_checkpoint(const char *a, const char *b);
 
 #endif

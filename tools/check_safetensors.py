@@ -17,6 +17,12 @@ It also reports whether the data section and every tensor are aligned (st_save p
 both). When torch is importable, each tensor whose dtype torch has is built with
 torch.frombuffer(...).reshape(shape) to show PyTorch can use the bytes as they are.
 
+Checkpoints of mha-gpt and mha-g2p carry checksums in the metadata (train/common/ckpt.h):
+"crc32c.<name>" = the CRC-32C of tensor <name>'s bytes and "crc32c.__metadata__" = the CRC-32C
+of every other metadata pair sorted by key, each as key NUL value NUL (8 lower-case hex
+digits). When a file has them they are recomputed here, with a CRC-32C of this file's own
+(bit-at-a-time, slow but independent of train/common/crc32c.c), and a mismatch is a broken rule.
+
 Prints one line per tensor (name, dtype, shape, data_offsets, crc32 of its bytes) and the
 metadata. Exit status: 0 if the file is valid, 1 if it breaks a rule (the first problem
 is printed), 2 if it cannot be read.
@@ -40,6 +46,54 @@ MAX_HEADER = 100_000_000  # the reference reader's limit
 
 class FormatError(Exception):
     pass
+
+
+def _crc32c_table():
+    table = []
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli; reflected, polynomial 0x82F63B78); crc32c(b"123456789") is
+    0xE3069283."""
+    c = crc ^ 0xFFFFFFFF
+    for b in data:
+        c = (c >> 8) ^ CRC32C_TABLE[(c ^ b) & 0xFF]
+    return c ^ 0xFFFFFFFF
+
+
+assert crc32c(b"123456789") == 0xE3069283
+
+
+def check_checksums(blob, start, meta, tensors):
+    """Recompute the crc32c.* metadata of a checkpoint; the number checked (0: none)."""
+    keys = [k for k in meta if k.startswith("crc32c.")]
+    if not keys:
+        return 0
+    names = {t[0] for t in tensors}
+    for k in keys:
+        if k != "crc32c.__metadata__" and k[len("crc32c."):] not in names:
+            raise FormatError(f"checksum {k!r} of a tensor the file does not hold")
+    for name, _, _, begin, end in tensors:
+        want = meta.get("crc32c." + name)
+        got = f"{crc32c(blob[start + begin:start + end]):08x}"
+        if want != got:
+            raise FormatError(f"tensor {name!r}: CRC-32C {got}, the metadata says {want}")
+    c = 0
+    for k in sorted(k for k in meta if not k.startswith("crc32c.")):
+        c = crc32c(k.encode() + b"\0" + meta[k].encode() + b"\0", c)
+    if meta.get("crc32c.__metadata__") != f"{c:08x}":
+        raise FormatError(f"the metadata's CRC-32C is {c:08x}, crc32c.__metadata__ says "
+                          f"{meta.get('crc32c.__metadata__')}")
+    return len(tensors)
 
 
 def no_duplicates(pairs):
@@ -141,8 +195,16 @@ def check(path, torch):
     print(f"{path}: valid safetensors, {len(blob)} bytes, header {n} bytes, "
           f"data section at offset {start} ({'8-aligned' if start % 8 == 0 else 'NOT 8-aligned'}), "
           f"{len(tensors)} tensors")
+    try:
+        n_crc = check_checksums(blob, start, meta, tensors)
+    except FormatError as e:
+        print(f"{path}: INVALID: {e}")
+        return 1
     for k, v in meta.items():
-        print(f"  metadata {k!r}: {v!r}")
+        if not k.startswith("crc32c."):
+            print(f"  metadata {k!r}: {v!r}")
+    if n_crc:
+        print(f"  checksums: the CRC-32C of all {n_crc} tensors and of the metadata match")
     misaligned = 0
     for name, dt, shape, begin, end in tensors:
         chunk = blob[start + begin:start + end]

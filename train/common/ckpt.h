@@ -14,6 +14,15 @@
  * Saving is atomic (st_save: temporary file, fsync, rename): a failed save leaves the
  * previous file intact.
  *
+ * Checksums (saves whose ckpt_meta has checksums != 0: mha-gpt's and mha-g2p's): the metadata also
+ * holds, for every tensor, "crc32c.<tensor name>" = the CRC-32C (crc32c.h) of its bytes
+ * as stored, 8 lower-case hex digits, and "crc32c.__metadata__" = the CRC-32C of every
+ * other metadata pair (keys not starting with "crc32c."), in increasing byte order of the
+ * keys, each as key, NUL, value, NUL (the options and the vocabulary). A file that holds
+ * any "crc32c." key must hold them all and match them (ckpt_verify, called by ckpt_load);
+ * a file with none — written before checksums existed, or by mha-train — is accepted
+ * without a check.
+ *
  * Loading is strict: every expected entry present with exactly its dtype and shape,
  * floats finite, second moments (moment index 1) >= 0, and no entry the layout does not
  * name. Nothing is copied unless everything is valid.
@@ -66,6 +75,7 @@ typedef struct ckpt_meta {
     size_t n, cap;
     const char **keys; /* static or option-table storage */
     char **vals;       /* owned                          */
+    int checksums;     /* ckpt_save adds the crc32c.* keys (see the top) */
 } ckpt_meta;
 
 /* "format" = format, then every option of opts[n] with ckpt != 0 formatted from cfg.
@@ -86,10 +96,16 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
  * left alone. Returns how many were removed. */
 size_t ckpt_remove_stale(const char *path);
 
-/* Check f against the layout (see the top) and, if everything is valid, copy every
+/* Check f's checksums (ckpt_verify), then f against the layout (see the top) and, if
+ * everything is valid, copy every
  * tensor, moment and state entry into the layout's buffers. MHA_EFORMAT / MHA_ESHAPE /
  * MHA_ENOTFOUND with a message naming the tensor otherwise (nothing copied). */
 int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen);
+
+/* Check the checksums of a loaded file (see the top): MHA_OK when they all match or the
+ * file has none; otherwise MHA_EFORMAT with a message naming the tensor (or the
+ * metadata) whose bytes differ from their checksum, or the tensor without one. */
+int ckpt_verify(const st_file *f, char *err, size_t errlen);
 
 /* Read the options of a checkpoint back into cfg (a config of opts' program, cfg_size
  * bytes):

@@ -63,6 +63,7 @@ void cli_check(int st, const char *what)
 
 const char *const CLI_ATTN_NAMES[] = {"stored", "recompute", NULL};
 const char *const CLI_PRECISION_NAMES[] = {"fp32", "bf16", NULL};
+const char *const CLI_PROGRESS_NAMES[] = {"auto", "live", "plain", NULL};
 
 void cli_dirname(const char *path, char *out, size_t cap)
 {
@@ -120,13 +121,16 @@ void cli_format(const cli_opt *o, const void *cfg, char *buf, size_t cap)
     }
 }
 
-/* CLI_STR: text with \n, \t, \\ unescaped into dst[CLI_PATH_CAP]; 1 if it does not fit. */
+/* CLI_STR: text with \n, \t, \\ unescaped into dst[CLI_PATH_CAP]; 1 if it does not fit,
+ * 2 if a backslash starts any other escape (a typo: write \\ for a backslash). */
 static int unescape(const char *text, char *dst)
 {
     size_t k = 0;
     for (const char *s = text; *s; s++) {
         char c = *s;
-        if (c == '\\' && (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
+        if (c == '\\') {
+            if (s[1] != 'n' && s[1] != 't' && s[1] != '\\')
+                return 2;
             s++;
             c = *s == 'n' ? '\n' : *s == 't' ? '\t' : '\\';
         }
@@ -209,7 +213,11 @@ const char *cli_parse(const cli_opt *o, const char *text, void *cfg)
         return NULL;
     case CLI_STR: {
         char tmp[CLI_PATH_CAP];
-        if (unescape(text, tmp))
+        const int u = unescape(text, tmp);
+        if (u == 2)
+            return "has an unknown escape: the escapes are \\n (newline), \\t (tab) and \\\\ (a "
+                   "backslash)";
+        if (u)
             return "is too long";
         strcpy(p, tmp);
         return NULL;
@@ -271,6 +279,52 @@ void cli_copy_field(const cli_opt *o, void *dst, const void *src)
     memcpy((char *)dst + o->off, (const char *)src + o->off, sz);
 }
 
+/* Optimal string alignment distance (Levenshtein with adjacent transpositions) between
+ * a[la] and b[lb], counted up to 3 (names longer than 63 bytes: 3). */
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    enum { CAP = 64 };
+    if (la >= CAP || lb >= CAP)
+        return 3;
+    size_t d[CAP][CAP];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb] < 3 ? d[la][lb] : 3;
+}
+
+/* The option of opts[n] nearest to name[len] — at most 2 edits, or name a prefix of it
+ * — or NULL. */
+static const char *nearest_option(const cli_opt *opts, size_t n, const char *name, size_t len)
+{
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (size_t k = 0; k < n; k++) {
+        const size_t lk = strlen(opts[k].name);
+        size_t d = edit_distance(name, len, opts[k].name, lk);
+        if (d > 2 && len >= 3 && len < lk && strncmp(opts[k].name, name, len) == 0)
+            d = 2; /* an abbreviation */
+        if (d < best_d) {
+            best_d = d;
+            best = opts[k].name;
+        }
+    }
+    return best;
+}
+
 void cli_collect(const cli_opt *opts, size_t n, int argc, char **argv, int first,
                  const char **vals)
 {
@@ -284,8 +338,12 @@ void cli_collect(const cli_opt *opts, size_t n, int argc, char **argv, int first
         for (k = 0; k < n; k++)
             if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0)
                 break;
-        if (k == n)
+        if (k == n) {
+            const char *near = nearest_option(opts, n, name, len);
+            if (near)
+                cli_die_usage("unknown option '%s' (did you mean --%s?)", a, near);
             cli_die_usage("unknown option '%s'", a);
+        }
         if (opts[k].type == CLI_FLAG) {
             vals[k] = eq ? eq + 1 : "1";
             continue;

@@ -81,6 +81,16 @@ extern const char *const CLI_PRECISION_NAMES[];
 #define CLI_OPT_STOP_AFTER(off)                                                              \
     {"stop-after", CLI_U64, (off), 0, 1e9, 0, "N",                                          \
      "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL}
+/* Names of the --progress modes, NULL-terminated (index = report_progress_mode's mode). */
+extern const char *const CLI_PROGRESS_NAMES[];
+#define CLI_OPT_PROGRESS(off)                                                                \
+    {"progress", CLI_CHOICE, (off), 0, 0, 0, "MODE",                                        \
+     "auto (a live line on a terminal, plain lines otherwise and under mpirun) | live (a "  \
+     "line rewritten in place) | plain (a line per evaluation)", CLI_PROGRESS_NAMES}
+#define CLI_OPT_FORCE(off)                                                                   \
+    {"force", CLI_FLAG, (off), 0, 1, 0, "",                                                 \
+     "start (or resume) a run in an --out that holds another run's checkpoints, removing "  \
+     "them (refused without it)", NULL}
 #define CLI_OPT_THREADS(off)                                                                 \
     {"threads", CLI_INT, (off), 0, CLI_MAX_THREADS, 2, "N",                                 \
      "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible); at most 4 x " \

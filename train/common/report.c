@@ -3,16 +3,20 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "mha.h"
+#include "st.h"
 #include "svg.h"
 
 /* ---- history ------------------------------------------------------------------------- */
@@ -51,15 +55,67 @@ void report_history_push(report_history *h, const double *row)
 
 /* ---- CSV ------------------------------------------------------------------------------ */
 
+/* Write all of buf[n] to fd (restarting after a signal). 0, or -1 with errno set (a
+ * short write of a full disk reports ENOSPC). */
+static int write_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return -1;
+        }
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Report a failed write of the log, let the program add its word, exit 1. */
+static void csv_failed(report_csv *c, int e) __attribute__((noreturn));
+static void csv_failed(report_csv *c, int e)
+{
+    /* cut the partial row, so the log holds whole rows only (best effort) */
+    if (c->fd >= 0 && ftruncate(c->fd, (off_t)c->good) != 0) {
+        /* nothing more to do: the next resume cuts the log at a line boundary anyway */
+    }
+    fflush(stdout);
+    fprintf(stderr, "\n%s: cannot write %s: %s; stopping (the log holds every step up to "
+            "the last one written)\n", cli_program(), c->path, strerror(e));
+    if (c->on_fail)
+        c->on_fail(c->ctx);
+    exit(CLI_EXIT_RUNTIME);
+}
+
+/* "step,v1,...\n" of one row into buf[cap]; its length (0 if it does not fit). */
+static size_t format_row(const report_csv *c, char *buf, size_t cap, uint64_t step,
+                         const double *row, size_t cols)
+{
+    size_t n = (size_t)snprintf(buf, cap, "%llu", (unsigned long long)step);
+    for (size_t k = 0; k < cols && n < cap; k++) {
+        buf[n++] = ',';
+        if (n < cap && isfinite(row[k]))
+            n += (size_t)snprintf(buf + n, cap - n, c->fmts[k], row[k]);
+    }
+    if (n + 1 >= cap)
+        return 0;
+    buf[n++] = '\n';
+    buf[n] = '\0';
+    return n;
+}
+
 void report_csv_row(report_csv *c, uint64_t step, const double *row, size_t cols)
 {
-    fprintf(c->f, "%llu", (unsigned long long)step);
-    for (size_t k = 0; k < cols; k++) {
-        fputc(',', c->f);
-        if (isfinite(row[k]))
-            fprintf(c->f, c->fmts[k], row[k]);
-    }
-    fputc('\n', c->f);
+    char buf[64 * 32];
+    const size_t n = format_row(c, buf, sizeof buf, step, row, cols);
+    if (n == 0)
+        cli_die(CLI_EXIT_RUNTIME, "internal error: a row of %s is too long", c->path);
+    if (write_all(c->fd, buf, n) != 0)
+        csv_failed(c, errno);
+    c->good += (long long)n;
 }
 
 /* Parse "step,v1,...,vcols" (empty fields NaN) into *step, row. 0 if it is not one. */
@@ -117,6 +173,9 @@ size_t report_remove_stale_numbered(const char *dir, const char *prefix, size_t 
 /* ---- stopping on a signal ---- */
 
 static volatile sig_atomic_t stop_signal;
+/* What the first signal says at once, on stderr (made before: a handler may only write) */
+static char stop_msg[2][160];
+static size_t stop_len[2];
 
 static void on_stop_signal(int sig)
 {
@@ -126,10 +185,20 @@ static void on_stop_signal(int sig)
         return;
     }
     stop_signal = sig;
+    const int k = sig == SIGTERM;
+    if (write(STDERR_FILENO, stop_msg[k], stop_len[k]) < 0) {
+        /* nothing to do: the stop goes on */
+    }
 }
 
 void report_catch_stop_signals(void)
 {
+    for (int k = 0; k < 2; k++) {
+        snprintf(stop_msg[k], sizeof stop_msg[k], "\n%s: %s: stopping after this step (and "
+                 "its evaluation), with a checkpoint; a second signal stops at once\n",
+                 cli_program(), k ? "SIGTERM" : "SIGINT");
+        stop_len[k] = strlen(stop_msg[k]);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
@@ -152,62 +221,159 @@ const char *report_signal_name(int sig)
     return buf;
 }
 
+/* A new log at path holding the header and the step-0 row when h->init has a value,
+ * written to a temporary and renamed. Returns its size. */
+static long long csv_new(const report_csv *c, const char *header, const report_history *h)
+{
+    size_t n = strlen(header);
+    char *buf = malloc(n + 2 + 64 * 32);
+    if (!buf)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    memcpy(buf, header, n);
+    buf[n++] = '\n';
+    int has_init = 0;
+    for (size_t k = 0; k < h->cols; k++)
+        has_init |= isfinite(h->init[k]) != 0;
+    if (has_init)
+        n += format_row(c, buf + n, 64 * 32, 0, h->init, h->cols);
+    report_write_file(c->path, buf, n);
+    free(buf);
+    return (long long)n;
+}
+
+/* Read the rows 0..step of the log at path (f open) into h (see report_csv_open); the
+ * offset just after the row of `step` into *keep. 1 if the log holds every row up to
+ * `step` under this header, else 0 (h then empty). */
+static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_t step,
+                         long long *keep)
+{
+    double *row = malloc(h->cols * sizeof(double));
+    if (!row)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long long off = 0;
+    uint64_t expect = 1;
+    int first = 1, ok = 0;
+    while (expect <= step && (len = getline(&line, &cap, f)) > 0) {
+        off += len;
+        if (line[len - 1] != '\n')
+            break; /* a torn last line */
+        if (first) {
+            first = 0;
+            line[len - 1] = '\0';
+            if (strcmp(line, header) != 0)
+                break; /* another program's log, or another version's */
+            continue;
+        }
+        unsigned long long s;
+        if (!parse_row(line, h->cols, &s, row))
+            break;
+        if (s == 0 && expect == 1) { /* the evaluation before the first step */
+            memcpy(h->init, row, h->cols * sizeof(double));
+            continue;
+        }
+        if (s != expect)
+            break;
+        report_history_push(h, row);
+        if (expect == step) {
+            *keep = off;
+            ok = 1;
+        }
+        expect++;
+    }
+    free(line);
+    free(row);
+    if (!ok)
+        h->n = 0;
+    return ok;
+}
+
 void report_csv_open(report_csv *c, const char *path, const char *header,
                      const char *const *fmts, report_history *h, uint64_t step)
 {
     snprintf(c->path, sizeof c->path, "%s", path);
     c->fmts = fmts;
-    double *row = malloc(h->cols * sizeof(double));
-    if (!row)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    if (step > 0) {
-        FILE *old = fopen(path, "r");
-        if (old) {
-            char line[1024];
-            uint64_t expect = 1;
-            while (fgets(line, sizeof line, old) && expect <= step) {
-                unsigned long long s;
-                if (!parse_row(line, h->cols, &s, row))
-                    continue;
-                if (s == 0 && expect == 1) { /* the evaluation before the first step */
-                    memcpy(h->init, row, h->cols * sizeof(double));
-                    continue;
-                }
-                if (s != expect)
-                    break;
-                report_history_push(h, row);
-                expect++;
-            }
-            fclose(old);
-            if (h->n != step) /* incomplete log: keep none rather than a gap */
-                h->n = 0;
+    c->fd = -1;
+    c->good = 0;
+    c->on_fail = NULL;
+    c->ctx = NULL;
+    FILE *old = step > 0 ? fopen(path, "r") : NULL;
+    if (!old && step > 0 && errno != ENOENT)
+        cli_die(CLI_EXIT_RUNTIME, "cannot read %s: %s", path, strerror(errno));
+    int kept = 0; /* the old log goes on */
+    if (old) {
+        long long keep = 0;
+        const int ok = csv_read_back(old, header, h, step, &keep);
+        const int rd_err = ferror(old);
+        fclose(old);
+        if (rd_err)
+            cli_die(CLI_EXIT_RUNTIME, "cannot read %s", path);
+        if (ok) {
+            /* cut the rows after `step`: one truncation at a line boundary, so a kill at
+             * any moment leaves rows 1..step (and possibly the later ones) */
+            if (truncate(path, (off_t)keep) != 0)
+                cli_die(CLI_EXIT_RUNTIME, "cannot cut %s after step %llu: %s", path,
+                        (unsigned long long)step, strerror(errno));
+            c->good = keep;
+            kept = 1;
+        } else {
+            char aside[CLI_PATH_CAP + 80];
+            snprintf(aside, sizeof aside, "%s.incomplete", path);
+            if (rename(path, aside) != 0)
+                cli_die(CLI_EXIT_RUNTIME, "cannot rename %s to %s: %s", path, aside,
+                        strerror(errno));
+            fprintf(stderr, "%s: note: %s does not hold every step up to the checkpoint's "
+                    "step %llu: kept as %s; the new log starts after step %llu\n",
+                    cli_program(), path, (unsigned long long)step, aside,
+                    (unsigned long long)step);
         }
     }
-    c->f = fopen(path, "w");
-    if (!c->f)
+    if (!kept)
+        c->good = csv_new(c, header, h);
+    c->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (c->fd < 0)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, strerror(errno));
-    setvbuf(c->f, NULL, _IOLBF, 0); /* one write per row: a killed run leaves whole lines */
-    fprintf(c->f, "%s\n", header);
-    int has_init = 0;
-    for (size_t k = 0; k < h->cols; k++)
-        has_init |= isfinite(h->init[k]) != 0;
-    if (has_init)
-        report_csv_row(c, 0, h->init, h->cols);
-    for (size_t i = 0; i < h->n; i++)
-        report_csv_row(c, step - h->n + i + 1, h->v + i * h->cols, h->cols);
-    free(row);
 }
 
 void report_csv_flush(report_csv *c)
 {
-    fflush(c->f);
+    (void)c;
 }
 
 void report_csv_close(report_csv *c)
 {
-    if (c->f && fclose(c->f) != 0)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", c->path);
-    c->f = NULL;
+    if (c->fd >= 0 && close(c->fd) != 0)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", c->path, strerror(errno));
+    c->fd = -1;
+}
+
+void report_last_checkpoint(const char *path)
+{
+    if (!path) {
+        fprintf(stderr, "%s: no checkpoint was written yet.\n", cli_program());
+        return;
+    }
+    st_file *f = NULL;
+    char err[CLI_PATH_CAP + 256] = "";
+    int st = st_load(path, &f, err, sizeof err);
+    if (st == MHA_OK)
+        st = ckpt_verify(f, err, sizeof err);
+    const void *d = NULL;
+    if (st == MHA_OK)
+        st = st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err);
+    if (st == MHA_OK) {
+        uint64_t step;
+        memcpy(&step, d, sizeof step);
+        fprintf(stderr, "%s: the last checkpoint, %s (step %llu), is intact: once there is "
+                "room, continue with --resume %s\n", cli_program(), path,
+                (unsigned long long)step, path);
+    } else {
+        fprintf(stderr, "%s: the last checkpoint, %s, cannot be used: %s\n", cli_program(),
+                path, err);
+    }
+    st_free(f);
 }
 
 /* ---- files ----------------------------------------------------------------------------- */
@@ -413,8 +579,17 @@ double report_now(void)
 void report_progress_start(report_progress *p)
 {
     p->tty = isatty(STDOUT_FILENO);
+    p->open = 0;
     p->t0 = report_now();
     p->last_shown = 0;
+}
+
+void report_progress_mode(report_progress *p, int mode, int mpi)
+{
+    if (mode == REPORT_PROGRESS_LIVE)
+        p->tty = 1;
+    else if (mode == REPORT_PROGRESS_PLAIN || mpi)
+        p->tty = 0;
 }
 
 int report_progress_due(report_progress *p, int last)
@@ -427,22 +602,49 @@ int report_progress_due(report_progress *p, int last)
     return 0;
 }
 
+/* Columns of the terminal on stdout (COLUMNS, else 80, when it cannot say). */
+static size_t terminal_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    long v = c ? strtol(c, NULL, 10) : 0;
+    return v > 0 && v < 10000 ? (size_t)v : 80;
+}
+
 void report_progress_show(report_progress *p, const char *fmt, ...)
 {
+    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    if (p->tty)
-        fputc('\r', stdout);
-    vprintf(fmt, ap);
-    fputs(p->tty ? "   " : "\n", stdout);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (p->tty) {
+        /* cut to width - 1 columns (a character in the last column wraps on some
+         * terminals); a column per character: count UTF-8 lead bytes */
+        const size_t width = terminal_width() > 1 ? terminal_width() - 1 : 1;
+        size_t cols = 0, i = 0;
+        for (; buf[i]; i++) {
+            if (((unsigned char)buf[i] & 0xC0) != 0x80 && cols++ == width)
+                break;
+        }
+        buf[i] = '\0';
+        printf("\r%s\033[K", buf);
+        p->open = 1;
+    } else {
+        printf("%s\n", buf);
+    }
     fflush(stdout);
 }
 
-void report_progress_end(const report_progress *p)
+void report_progress_end(report_progress *p)
 {
-    if (p->tty)
+    if (p->tty && p->open) {
         printf("\n");
+        fflush(stdout);
+    }
+    p->open = 0;
 }
 
 void report_duration(double s, char *buf, size_t cap)

@@ -40,25 +40,47 @@ static inline double report_at(const report_history *h, size_t i, size_t c)
 /* ---- CSV log ---------------------------------------------------------------------- */
 
 /* A log "step,<columns>" whose row for step s prints each column with fmts[c] (a printf
- * format for one double, e.g. "%.17g"), a NaN as an empty field. */
+ * format for one double, e.g. "%.17g"), a NaN as an empty field.
+ * The log is only ever appended to: each row is one write(2) of a whole line, checked;
+ * resuming cuts the rows after the checkpoint's step by truncating the file at a line
+ * boundary (one ftruncate), so a process killed at any moment leaves every earlier row. */
 typedef struct report_csv {
-    FILE *f;
+    int fd;                  /* -1 when closed                                        */
     char path[CLI_PATH_CAP + 64];
     const char *const *fmts; /* [h->cols] */
+    long long good;          /* bytes of whole rows: the file's size after the last row */
+    /* Called after a failed write has been reported, before the exit (NULL: none): the
+     * program says what state its last checkpoint is in (report_last_checkpoint). */
+    void (*on_fail)(void *ctx);
+    void *ctx;
 } report_csv;
 
-/* Open path for a run at `step` completed steps. If step > 0 and the file exists, its
- * rows 1..step (consecutive, as written by this module) are read back into h, and its
- * step-0 row into h->init, so the log and curves cover the whole run; an incomplete log
- * is dropped (h stays empty). The file is then rewritten: header, the step-0 row when
- * h->init has a value, h's rows. Exit 1 if it cannot be written. */
+/* Open path for a run at `step` completed steps (c may be uninitialised; on_fail and ctx
+ * are set to NULL: set them after).
+ *  - step 0, or no file: a new log holding the header and, when h->init has a value
+ *    (an evaluation before the first step), the step-0 row (written to a temporary and
+ *    renamed over path);
+ *  - step > 0: its rows 1..step (consecutive, as written by this module) are read back
+ *    into h, and its step-0 row into h->init, so the log and curves cover the whole run;
+ *    the rows after `step` (of a later checkpoint or of a killed process) are cut by
+ *    truncating the file after the row of `step`. A log without every row up to `step`
+ *    (or with another header) is not touched but renamed to "<path>.incomplete" (a
+ *    message on stderr says so), and a new log starts with the rows after `step` (h empty).
+ * Exit 1 if the log cannot be read or written. */
 void report_csv_open(report_csv *c, const char *path, const char *header,
                      const char *const *fmts, report_history *h, uint64_t step);
-/* Append the row of `step` (the values of h's last row format, cols doubles). */
+/* Append the row of `step` (cols doubles). A failed or short write (a full disk, a file
+ * size limit) removes the partial row, prints "cannot write <path>: <why>; stopping",
+ * calls c->on_fail and exits with status 1. */
 void report_csv_row(report_csv *c, uint64_t step, const double *row, size_t cols);
-/* Flush; close (exit 1 on a write error). */
+/* Rows are written as they come (no buffer): nothing to flush; kept for the callers. */
 void report_csv_flush(report_csv *c);
 void report_csv_close(report_csv *c);
+
+/* For a program's on_fail: on stderr, whether the last checkpoint `path` (NULL: none
+ * yet) is intact — read back, valid and its checksums right (ckpt_verify) — with its
+ * step and the --resume command, or what is wrong with it. */
+void report_last_checkpoint(const char *path);
 
 /* ---- files -------------------------------------------------------------------------- */
 
@@ -104,12 +126,13 @@ size_t report_remove_stale_numbered(const char *dir, const char *prefix, size_t 
 
 /* ---- stopping on a signal ------------------------------------------------------------ */
 
-/* Catch SIGINT and SIGTERM for a training loop: the first one is only recorded — the
- * loop polls report_stop_signal() after each step, then saves a checkpoint and its
- * reports as at --stop-after and exits with 128 + the signal number (130 for Ctrl-C,
- * 143 for SIGTERM); a second one takes the default action at once (the process ends:
- * the CSV log holds only whole lines, being line-buffered, and a checkpoint being
- * written is left as a temporary file, never as a partial checkpoint). */
+/* Catch SIGINT and SIGTERM for a training loop: the first one is recorded and acknowledged
+ * at once on stderr ("stopping after this step ...", even in the middle of a long
+ * evaluation); the loop polls report_stop_signal() after each step, then saves a
+ * checkpoint and its reports as at --stop-after and exits with 128 + the signal number
+ * (130 for Ctrl-C, 143 for SIGTERM); a second one takes the default action at once (the
+ * process ends: the CSV log holds only whole lines, each written by one write(2), and a
+ * checkpoint being written is left as a temporary file, never as a partial checkpoint). */
 void report_catch_stop_signals(void);
 /* The first stop signal received (SIGINT or SIGTERM), or 0. */
 int report_stop_signal(void);
@@ -120,20 +143,32 @@ const char *report_signal_name(int sig);
 
 typedef struct report_progress {
     int tty;           /* stdout is a terminal                        */
+    int open;          /* a live line is on the terminal (no newline yet) */
     double t0;         /* report_now() at the start                   */
     double last_shown; /* seconds since t0 of the last terminal update */
 } report_progress;
 
+/* --progress (cli.h's CLI_PROGRESS_NAMES): auto, live, plain. */
+enum { REPORT_PROGRESS_AUTO, REPORT_PROGRESS_LIVE, REPORT_PROGRESS_PLAIN };
+
 /* Seconds from a monotonic clock. */
 double report_now(void);
 void report_progress_start(report_progress *p);
+/* After report_progress_start: the display --progress asks for. AUTO keeps the terminal
+ * test, except under mpirun (mpi != 0), whose ranks see a terminal even when mpirun writes
+ * to a file: plain lines there; LIVE rewrites a line in place (as on a terminal), PLAIN
+ * prints a line per update. */
+void report_progress_mode(report_progress *p, int mode, int mpi);
 /* Terminal: 1 if at least 0.1 s passed since the last update, or `last`. */
 int report_progress_due(report_progress *p, int last);
-/* Terminal: "\r<text>   " (the line is rewritten); otherwise "<text>\n". Flushes. */
+/* Terminal: "\r<text>" cut to the terminal's width less one column (never wrapped: a
+ * wrapped line would leave a new line per update), then "clear to the end of the line"
+ * (the line is rewritten); otherwise "<text>\n". Flushes. */
 void report_progress_show(report_progress *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Terminal: end the progress line. */
-void report_progress_end(const report_progress *p);
+/* Terminal: end the live line (a newline), so that it stays, e.g. after an evaluation;
+ * nothing if no live line is open. */
+void report_progress_end(report_progress *p);
 /* "12s", "3m05s", "?" for a negative or non-finite value. */
 void report_duration(double seconds, char *buf, size_t cap);
 

@@ -858,6 +858,27 @@ const char *st_meta(const st_file *f, const char *key)
     return NULL;
 }
 
+size_t st_meta_count(const st_file *f)
+{
+    return (f == NULL || f->meta == NULL) ? 0 : (size_t)cJSON_GetArraySize(f->meta);
+}
+
+int st_meta_at(const st_file *f, size_t i, const char **key, const char **value)
+{
+    if (f == NULL || key == NULL || value == NULL || f->meta == NULL)
+        return MHA_EINVAL;
+    const cJSON *c;
+    size_t k = 0;
+    cJSON_ArrayForEach(c, f->meta) {
+        if (k++ == i) {
+            *key = c->string;
+            *value = c->valuestring;
+            return MHA_OK;
+        }
+    }
+    return MHA_EINVAL;
+}
+
 size_t st_count(const st_file *f)
 {
     return f == NULL ? 0 : f->n;

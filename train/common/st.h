@@ -134,6 +134,12 @@ int st_get(const st_file *f, const char *name, st_dtype dtype, size_t ndim, cons
  * Borrowed: valid until st_free(f). */
 const char *st_meta(const st_file *f, const char *key);
 
+/* Number of metadata pairs (0 for f == NULL or a file without "__metadata__"). */
+size_t st_meta_count(const st_file *f);
+/* Metadata pair i (< st_meta_count(f)), in the header's order, into *key and *value
+ * (borrowed: valid until st_free(f)). MHA_EINVAL if i is out of range or an argument NULL. */
+int st_meta_at(const st_file *f, size_t i, const char **key, const char **value);
+
 /* Number of tensors (0 for f == NULL). */
 size_t st_count(const st_file *f);
 /* Name of tensor i, 0 <= i < st_count(f), in the order of the JSON header (for files from

@@ -60,6 +60,8 @@ const cli_opt G2P_TRAIN_OPTS[] = {
      "output directory (with --resume: the checkpoint's directory unless given)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint; options not given come from it", NULL},
+    CLI_OPT_FORCE(OFF(force)),
+    CLI_OPT_PROGRESS(OFF(progress)),
     /* derived from the data at the start of a run; stored so a model knows its sizes */
     {"src-context", CLI_SIZE, OFF(src_context), 0, G2P_MAX_POS, 1, "N",
      "source positions of the model (0 = the longest word of the data)", NULL},
@@ -258,22 +260,26 @@ static char *vocab_json(const g2p_vocab *v)
     return s;
 }
 
-void g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments)
+int g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments)
 {
     ckpt_meta meta = {0};
     char *vs = vocab_json(&r->src), *vt = vocab_json(&r->tgt), el[32];
     snprintf(el, sizeof el, "%.3f", r->elapsed);
     if (ckpt_meta_init(&meta, G2P_CKPT_FORMAT, G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, cfg) ||
         ckpt_meta_add(&meta, "src_vocab", vs) || ckpt_meta_add(&meta, "tgt_vocab", vt) ||
-        ckpt_meta_add(&meta, "elapsed_seconds", el))
+        ckpt_meta_add(&meta, "elapsed_seconds", el) ||
+        (cfg->run_id[0] && ckpt_meta_add(&meta, "run_id", cfg->run_id)))
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     free(vs);
     free(vt);
+    meta.checksums = 1;
     ckpt_layout lay = g2p_run_layout(r, with_moments);
     char err[2 * CLI_PATH_CAP] = "";
-    if (ckpt_save(path, &lay, &meta, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, err);
+    const int st = ckpt_save(path, &lay, &meta, err, sizeof err);
+    if (st != MHA_OK)
+        fprintf(stderr, "%s: cannot write %s: %s\n", cli_program(), path, err);
     ckpt_meta_free(&meta);
+    return st;
 }
 
 /* Parse a JSON array of symbols (metadata `key`) into a vocabulary. Exit 2. */
@@ -304,12 +310,49 @@ static void vocab_from_meta(const st_file *f, const char *key, size_t n_special,
     cJSON_Delete(a);
 }
 
+/* The training state of checkpoint f is consistent (exit 2 naming the entry otherwise):
+ * train.step within the --steps it was made with, best.step not past it, best.val_wer a
+ * rate in [0, 1] or +inf (with best.step 0) before the first evaluation. */
+static void check_state(const st_file *f, const char *what)
+{
+    char err[512];
+    const void *d;
+    uint64_t step, best, made;
+    double wer;
+    g2p_config tmp;
+    const size_t k_steps = cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "steps");
+    const char *ms = st_meta(f, "steps");
+    if (!ms || cli_parse(&G2P_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
+        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
+    made = tmp.steps;
+    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&step, d, sizeof step);
+    if (st_get(f, "best.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&best, d, sizeof best);
+    if (st_get(f, "best.val_wer", ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&wer, d, sizeof wer);
+    if (step > made)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
+                "%llu it was made with", what, (unsigned long long)step,
+                (unsigned long long)made);
+    if (best > step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.step %llu is past train.step %llu",
+                what, (unsigned long long)best, (unsigned long long)step);
+    if (!(wer >= 0) || (isinf(wer) != (best == 0)) || (!isinf(wer) && wer > 1))
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.val_wer %g at best.step %llu (a "
+                "word error rate is in [0, 1], or +inf before the first evaluation)", what, wer,
+                (unsigned long long)best);
+}
+
 st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
                              g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt)
 {
     st_file *f = NULL;
     char err[2 * CLI_PATH_CAP] = "";
-    if (st_load(path, &f, err, sizeof err) != MHA_OK)
+    if (st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     const char *fmt = st_meta(f, "format");
     if (!fmt || strcmp(fmt, G2P_CKPT_FORMAT) != 0)
@@ -333,6 +376,7 @@ st_file *g2p_open_checkpoint(const char *path, const char *what, const int *expl
         cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds is missing or not a duration",
                 what);
     cfg->elapsed = el;
+    check_state(f, what);
     vocab_from_meta(f, "src_vocab", G2P_SRC_NSPECIAL, what, src);
     vocab_from_meta(f, "tgt_vocab", G2P_NSPECIAL, what, tgt);
     /* the tensors must have this configuration's shapes before a model is allocated */

@@ -34,7 +34,9 @@ static void usage(void)
     printf("\neval options:\n");
     cli_print_options(G2P_EVAL_OPTS, G2P_N_EVAL_OPTS, &d);
     printf("\nExit status: 0 done, 1 runtime error, 2 bad option or input (pronounce: a word "
-           "it cannot spell; the others are still pronounced), 3 training diverged, 130/143 "
+           "it cannot spell; the others are still pronounced; a corrupt or inconsistent "
+           "checkpoint; train: --out in use by another run, or holding another run's "
+           "checkpoints without --force), 3 training diverged, 130/143 "
            "stopped by SIGINT/SIGTERM (a checkpoint was written).\n");
 }
 

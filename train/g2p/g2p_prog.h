@@ -40,6 +40,9 @@ typedef struct g2p_config {
     int precision;               /* mha_precision of training's products                */
     char out[CLI_PATH_CAP];
     char resume[CLI_PATH_CAP];
+    int force;                   /* --force: replace another run's checkpoints in --out */
+    int progress;                /* --progress: REPORT_PROGRESS_* (report.h)            */
+    char run_id[24];             /* the run's id (rundir.h), kept across --resume        */
     size_t src_context, tgt_context; /* derived from the data (stored in checkpoints)   */
     double elapsed;              /* training seconds of a checkpoint (its metadata)      */
     /* pronounce / eval */
@@ -89,8 +92,10 @@ void g2p_run_destroy(g2p_run *r);
 /* The checkpoint layout: with_moments 0 writes/reads the weights and state only (the
  * best model, the committed model). */
 ckpt_layout g2p_run_layout(g2p_run *r, int with_moments);
-/* Save checkpoint `path` (atomic) with the run's options and vocabularies. Exit 1. */
-void g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments);
+/* Save checkpoint `path` (atomic) with the run's options and vocabularies. MHA_OK, or the
+ * st_save status after a message on stderr (the file it was to replace is untouched).
+ * Exit 1 when out of memory. */
+int g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments);
 
 /* Open checkpoint `path`: take its configuration into cfg (train options stored with
  * ckpt != 0; explicit_opt may be NULL), refuse anything that is not an mha-g2p checkpoint

@@ -20,6 +20,7 @@
 
 #include "dist.h"
 #include "report.h"
+#include "rundir.h"
 #include "svg.h"
 
 enum { H_LOSS, H_LR, H_GN, H_WER, H_PER, H_WER_S, H_PER_S, H_COLS };
@@ -47,7 +48,26 @@ typedef struct trainer {
     int rank0;                 /* this process writes files and prints (dist.h)      */
     dist_grads *dg;            /* sums the gradients across ranks                    */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
 } trainer;
+
+/* The log could not be written (report_csv_row has said so): say whether the last
+ * checkpoint is intact before the exit. */
+static void log_failed(void *ctx)
+{
+    const trainer *t = ctx;
+    report_last_checkpoint(t->last_ckpt);
+}
+
+/* Save a checkpoint, or say whether the last one is intact and exit 1. */
+static void save_or_stop(trainer *t, const char *path, int with_moments)
+{
+    if (g2p_save(&t->r, &t->cfg, path, with_moments) == MHA_OK)
+        return;
+    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
+    report_last_checkpoint(t->last_ckpt);
+    exit(CLI_EXIT_RUNTIME);
+}
 
 static const size_t *g_src_len;
 static int by_src_len(const void *a, const void *b)
@@ -324,8 +344,15 @@ static void setup(trainer *t, int argc, char **argv, int first)
         cli_die_usage("--heads %zu does not divide --dim %zu", c->heads, c->dim);
     if (c->min_lr > c->lr)
         cli_die_usage("--min-lr %g is above --lr %g", c->min_lr, c->lr);
-    if (!given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")] && c->warmup >= c->steps)
-        c->warmup = c->steps / 10;
+    if (!given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")] && c->warmup >= c->steps) {
+        const uint64_t w = c->steps / 10;
+        if (dist_rank() == 0)
+            fprintf(stderr, "%s: note: the default --warmup %llu is not below --steps %llu: "
+                    "using --warmup %llu (a tenth of the steps)\n", cli_program(),
+                    (unsigned long long)c->warmup, (unsigned long long)c->steps,
+                    (unsigned long long)w);
+        c->warmup = w;
+    }
     if (c->warmup >= c->steps)
         cli_die_usage("--warmup %llu must be below --steps %llu",
                       (unsigned long long)c->warmup, (unsigned long long)c->steps);
@@ -361,6 +388,19 @@ static void setup(trainer *t, int argc, char **argv, int first)
                 "model's %zu source and %zu target positions", c->data, t->set.max_src,
                 t->set.max_tgt, c->src_context, c->tgt_context);
     cli_prepare_out_dir(c->out);
+    /* the run's id: the checkpoint's (one from before run ids gets a new one) */
+    const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
+    if (!rundir_id_valid(ck_id))
+        ck_id = NULL;
+    if (ck_id)
+        snprintf(c->run_id, sizeof c->run_id, "%s", ck_id);
+    else
+        rundir_new_id(c->run_id);
+    if (dist_rank() == 0) { /* one run per directory: no other process, no other run */
+        static const char *const files[] = {"checkpoint.safetensors", "best.safetensors"};
+        rundir_lock(c->out);
+        rundir_claim(c->out, files, 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
+    }
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
     g2p_run_create(&t->r, c, &src, &tgt, c->batch, 1);
@@ -412,8 +452,11 @@ int g2p_train_main(int argc, char **argv, int first)
     char csv_path[CLI_PATH_CAP + 64], path[CLI_PATH_CAP + 64];
     snprintf(csv_path, sizeof csv_path, "%s/train_log.csv", c->out);
     report_csv csv = {0};
+    t->last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
         report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    csv.on_fail = log_failed;
+    csv.ctx = t;
     size_t n_params;
     cli_check(mha_s2s_param_count(t->r.m, &n_params), "model");
     printf("mha-g2p train: %s: %zu words (%zu training, %zu validation, %zu test), %zu "
@@ -435,6 +478,7 @@ int g2p_train_main(int argc, char **argv, int first)
     const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
     report_progress prog;
     report_progress_start(&prog);
+    report_progress_mode(&prog, c->progress, dist_with_mpi());
     const double t0 = report_now(), elapsed0 = t->r.elapsed;
     double last[H_COLS] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN};
     uint64_t pairs = 0;
@@ -508,11 +552,12 @@ int g2p_train_main(int argc, char **argv, int first)
             t->r.best_wer = row[H_WER];
             t->r.best_step = t->r.step;
             if (t->rank0)
-                g2p_save(&t->r, c, t->best_path, 0);
+                save_or_stop(t, t->best_path, 0);
         }
         if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end && t->rank0) {
             report_csv_flush(&csv);
-            g2p_save(&t->r, c, t->ckpt_path, 1);
+            save_or_stop(t, t->ckpt_path, 1);
+            t->last_ckpt = t->ckpt_path;
         }
         const double el = report_now() - t0;
         char els[32], val[48] = "-";
@@ -520,14 +565,13 @@ int g2p_train_main(int argc, char **argv, int first)
         if (isfinite(last[H_WER]))
             snprintf(val, sizeof val, "WER %.2f%% PER %.2f%%", 100 * last[H_WER],
                      100 * last[H_PER]);
-        if (prog.tty ? report_progress_due(&prog, t->r.step == end) : eval_now)
+        if (eval_now || (prog.tty && report_progress_due(&prog, t->r.step == end)))
             report_progress_show(&prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  "
                                  "%.0f words/s  %s", prog.tty ? "  " : "",
                                  (unsigned long long)t->r.step, (unsigned long long)c->steps,
                                  loss, val, lr, (double)pairs / (el > 0 ? el : 1e-9), els);
-        if (eval_now && prog.tty) { /* keep a line per evaluation */
+        if (eval_now) /* each evaluation keeps its line on a terminal */
             report_progress_end(&prog);
-        }
         if (dist_any(report_stop_signal()))
             break; /* every rank at this step; a second signal ends the process */
     }
@@ -537,7 +581,7 @@ int g2p_train_main(int argc, char **argv, int first)
     size_t nfig = 0;
     if (t->rank0) {
         report_csv_close(&csv);
-        g2p_save(&t->r, c, t->ckpt_path, 1);
+        save_or_stop(t, t->ckpt_path, 1);
         snprintf(path, sizeof path, "%s/curves.svg", c->out);
         if (t->hist.n)
             write_curves(t, path);

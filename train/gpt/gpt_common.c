@@ -74,6 +74,8 @@ const cli_opt GPT_TRAIN_OPTS[] = {
      "output directory (with --resume: the checkpoint's directory unless given)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint; options not given come from it", NULL},
+    CLI_OPT_FORCE(OFF(force)),
+    CLI_OPT_PROGRESS(OFF(progress)),
 };
 const size_t GPT_N_TRAIN_OPTS = sizeof GPT_TRAIN_OPTS / sizeof GPT_TRAIN_OPTS[0];
 
@@ -87,7 +89,8 @@ const cli_opt GPT_SAMPLE_OPTS[] = {
     {"temperature", CLI_DBL, OFF(temperature), 0.001, 1000, 0, "X",
      "divide the logits by X (< 1: more likely characters, > 1: more varied)", NULL},
     {"top-k", CLI_SIZE, OFF(top_k), 0, GPT_MAX_VOCAB, 0, "K",
-     "draw only among the K most likely characters (0 = all)", NULL},
+     "draw only among the K most likely characters (0 = all; 1 = greedy: always the most "
+     "likely, the same text for any seed)", NULL},
     {"seed", CLI_U64, OFF(sample_seed), 0, 18446744073709551615.0, 0, "N",
      "seed of the draws (the same seed gives the same text)", NULL},
     {"threads", CLI_INT, OFF(sample_threads), 0, CLI_MAX_THREADS, 0, "N",
@@ -216,7 +219,7 @@ st_file *gpt_open_checkpoint(const char *path, const char *what, const int *expl
 {
     st_file *f = NULL;
     char err[2 * CLI_PATH_CAP] = "";
-    if (st_load(path, &f, err, sizeof err) != MHA_OK)
+    if (st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     int *none = calloc(GPT_N_TRAIN_OPTS, sizeof *none);
     if (!none)

@@ -65,13 +65,16 @@ static void print_sample_help(const gpt_run_config *d)
 
 static void print_exit_status(void)
 {
-    printf("\nExit status: 0 done, 1 runtime error, 2 bad option or input (unusable text,\n"
-           "prompt character outside the vocabulary, checkpoint of another program or model\n"
-           "size), 3 training stopped on a non-finite loss or gradient (the last checkpoint\n"
-           "stays intact), 130 / 143 training stopped by Ctrl-C (SIGINT) / SIGTERM: the\n"
-           "current step is finished, a checkpoint and the reports are written and the\n"
-           "--resume command printed; a second signal stops at once (the last checkpoint\n"
-           "stays intact).\n");
+    printf("\nExit status: 0 done; 1 runtime error (a full disk: a failed write of the log\n"
+           "names the last checkpoint, read back and checked); 2 bad option or input\n"
+           "(unusable text, prompt character outside the vocabulary, checkpoint of another\n"
+           "program or model size, corrupt (checksum mismatch) or inconsistent; --out in use\n"
+           "by another run, or holding another run's checkpoints without --force); 3\n"
+           "training stopped on a non-finite loss or gradient (the last checkpoint stays\n"
+           "intact); 130 / 143 training stopped by Ctrl-C (SIGINT) / SIGTERM: the current\n"
+           "step is finished, a checkpoint and the reports are written and the --resume\n"
+           "command printed; a second signal stops at once (the last checkpoint stays\n"
+           "intact).\n");
 }
 
 static void print_help(const gpt_run_config *d)
@@ -102,6 +105,9 @@ static int sample_main(int argc, char **argv, int first)
     snprintf(what, sizeof what, "cannot sample from %s", cfg.checkpoint);
     text_vocab *voc = NULL;
     st_file *f = gpt_open_checkpoint(cfg.checkpoint, what, NULL, &cfg, &voc);
+    uint64_t ck_step, ck_made;
+    double ck_elapsed;
+    gpt_resume_state(f, what, &ck_step, &ck_made, &ck_elapsed); /* refuses a bad state */
 
     /* the prompt, before anything is allocated for the model */
     const size_t plen = strlen(cfg.prompt);
@@ -128,8 +134,15 @@ static int sample_main(int argc, char **argv, int first)
 
     gpt_write_ids(stdout, voc, ids, np);
     fflush(stdout);
+    char *gen = NULL;
     gpt_generate(r.g, voc, ids, np, cfg.chars, cfg.temperature, cfg.top_k, cfg.sample_seed,
-                 stdout, NULL);
+                 stdout, &gen);
+    /* end with a newline (a shell prompt after the text, a whole last line in a file),
+     * unless the text already does */
+    const size_t glen = strlen(gen);
+    if (glen ? gen[glen - 1] != '\n' : cfg.prompt[strlen(cfg.prompt) - 1] != '\n')
+        putchar('\n');
+    free(gen);
     if (fflush(stdout) != 0)
         cli_die(CLI_EXIT_RUNTIME, "cannot write the output");
     free(ids);

@@ -45,6 +45,8 @@ typedef struct gpt_run_config {
     size_t sample_chars;
     char out[CLI_PATH_CAP];
     char resume[CLI_PATH_CAP];
+    int force;             /* --force: replace another run's checkpoints in --out       */
+    int progress;          /* --progress: REPORT_PROGRESS_* (report.h)                   */
     /* sample */
     char checkpoint[CLI_PATH_CAP];
     char prompt[CLI_PATH_CAP];
@@ -95,6 +97,12 @@ ckpt_layout gpt_run_layout(gpt_run *r);
  * X"). Exit 2 on any problem. Returns the loaded file (st_free it). */
 st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
                              gpt_run_config *cfg, text_vocab **vocab);
+
+/* The state of checkpoint f read before a model is built: its step (*step), the --steps
+ * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent), checked for
+ * consistency (train and sample alike). Exit 2. Implemented in gpt_train_io.c. */
+void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
+                      double *elapsed);
 
 /* Generate `n` symbols after prompt ids[np] (np >= 1) with the key/value cache:
  * feed the last min(np, context) prompt ids once, then one symbol per step, drawn by

@@ -70,8 +70,17 @@ static void parse_train_options(trainer *t, int argc, char **argv, int first, in
     free(vals);
 }
 
-static void check_options(const gpt_run_config *c)
+static void check_options(gpt_run_config *c, int warmup_given)
 {
+    if (!warmup_given && c->warmup >= c->steps) { /* a short run: scale the default down */
+        const uint64_t w = c->steps / 10;
+        if (dist_rank() == 0)
+            fprintf(stderr, "%s: note: the default --warmup %llu is not below --steps %llu: "
+                    "using --warmup %llu (a tenth of the steps)\n", cli_program(),
+                    (unsigned long long)c->warmup, (unsigned long long)c->steps,
+                    (unsigned long long)w);
+        c->warmup = w;
+    }
     if (c->dim % c->heads != 0)
         cli_die_usage("invalid value '%zu' for --heads: must divide --dim %zu", c->heads, c->dim);
     if (c->warmup >= c->steps)
@@ -94,6 +103,17 @@ static void load_data(trainer *t)
                 "%s: %s", c->data, err);
     cli_check(text_vocab_format(text_corpus_vocab(t->corpus), &t->vocab_text, err, sizeof err),
               "vocabulary");
+    const text_vocab *voc = text_corpus_vocab(t->corpus);
+    if (!c->utf8 && dist_rank() == 0) { /* UTF-8 lead bytes: characters cut into bytes */
+        size_t lead = 0;
+        for (size_t i = 0; i < text_vocab_size(voc); i++)
+            lead += text_vocab_symbol(voc, i) >= 0xC2 && text_vocab_symbol(voc, i) <= 0xF4;
+        if (lead)
+            fprintf(stderr, "%s: note: --data %s holds bytes of UTF-8 characters beyond ASCII; "
+                    "in byte mode each byte is a symbol, and samples may show broken "
+                    "characters (\xef\xbf\xbd): add --utf8 to model whole characters\n",
+                    cli_program(), c->data);
+    }
     for (int p = 0; p < 2; p++)
         t->ids[p] = text_corpus_part(t->corpus, p == 0 ? TEXT_TRAIN : TEXT_VAL, &t->len[p]);
     const size_t B = c->batch, T = c->context, ne = c->eval_batches * B;
@@ -153,6 +173,24 @@ static int stop_nonfinite(const trainer *t, int tty, const char *what, const cha
     return CLI_EXIT_NONFINITE;
 }
 
+/* The log could not be written (report_csv_row has said so): say whether the last
+ * checkpoint is intact before the exit. */
+static void log_failed(void *ctx)
+{
+    const trainer *t = ctx;
+    report_last_checkpoint(t->last_ckpt);
+}
+
+/* A checkpoint could not be saved (gpt_save_checkpoint has said why; the file it was to
+ * replace is untouched): say whether the last one is intact, exit 1. */
+static void save_failed(const trainer *t) __attribute__((noreturn));
+static void save_failed(const trainer *t)
+{
+    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
+    report_last_checkpoint(t->last_ckpt);
+    exit(CLI_EXIT_RUNTIME);
+}
+
 /* Evaluation steps in (from, to]: multiples of --eval-every and the last step --steps. */
 static uint64_t evals_between(const gpt_run_config *c, uint64_t from, uint64_t to)
 {
@@ -183,7 +221,7 @@ int gpt_train_main(int argc, char **argv, int first)
             cli_dirname(c->resume, c->out, sizeof c->out); /* the checkpoint's directory */
         gpt_resume_state(ck, what, &ck_step, &ck_made, &t->elapsed0);
     }
-    check_options(c);
+    check_options(c, explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "warmup")]);
     const int threads_given = explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "threads")];
     if (dist_size() > 1 && !threads_given)
         c->threads = 1; /* the ranks share the cores */
@@ -218,8 +256,21 @@ int gpt_train_main(int argc, char **argv, int first)
                           "already; give more steps than that", (unsigned long long)c->steps,
                           c->resume, (unsigned long long)ck_step);
     }
-    if (t->rank0)
+    /* the run's id: the checkpoint's (one from before run ids gets a new one) */
+    const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
+    if (!rundir_id_valid(ck_id))
+        ck_id = NULL;
+    if (ck_id)
+        snprintf(t->run_id, sizeof t->run_id, "%s", ck_id);
+    else
+        rundir_new_id(t->run_id);
+    if (t->rank0) {
         cli_prepare_out_dir(c->out); /* exit 2 before the model is built */
+        /* one run per directory: no other process in it, no other run's checkpoints */
+        static const char *const files[] = {"checkpoint.safetensors", "best.safetensors"};
+        rundir_lock(c->out);
+        rundir_claim(c->out, files, 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
+    }
     openblas_set_num_threads(n_threads);
     /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its own
      * around each call): --threads 1 means one thread for the whole step (same bits) */
@@ -259,13 +310,17 @@ int gpt_train_main(int argc, char **argv, int first)
     report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
     report_csv csv = {0};
+    t->last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
         report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    csv.on_fail = log_failed;
+    csv.ctx = t;
     t->last_ev[0] = t->last_ev[1] = NAN;
     for (size_t i = t->hist.n; i-- > 0;) /* the last evaluation in a resumed log */
         if (isfinite(report_at(&t->hist, i, H_EVVA))) {
             t->last_ev[0] = report_at(&t->hist, i, H_EVTR);
             t->last_ev[1] = report_at(&t->hist, i, H_EVVA);
+            t->last_ev_step = t->r.step - t->hist.n + i + 1;
             break;
         }
 
@@ -296,11 +351,11 @@ int gpt_train_main(int argc, char **argv, int first)
     const size_t B = c->batch, T = c->context;
     report_progress prog;
     report_progress_start(&prog);
+    report_progress_mode(&prog, c->progress, dist_with_mpi());
     const uint64_t step0 = t->r.step;
     const double t_loop = report_now();
     double t_eval = 0; /* seconds of the evaluations in this process, and how many */
     unsigned long n_eval = 0;
-    const char *last_ckpt = c->resume[0] ? c->resume : NULL;
     char err[256];
     const size_t nr = (size_t)dist_size();
     const double share = (double)t->b_count / (double)B; /* exactly 1 with one rank */
@@ -318,7 +373,7 @@ int gpt_train_main(int argc, char **argv, int first)
             dist_sum(&loss, 1);
         }
         if (!isfinite(loss))
-            return stop_nonfinite(t, prog.tty, "the training loss", last_ckpt);
+            return stop_nonfinite(t, prog.tty, "the training loss", t->last_ckpt);
         dist_grads_begin(t->dg, share);
         cli_check(mha_gpt_backward(t->r.g), "backward");
         dist_grads_finish(t->dg);
@@ -328,7 +383,7 @@ int gpt_train_main(int argc, char **argv, int first)
         if (st == MHA_OK)
             st = mha_optim_step(t->r.opt, lr);
         if (st == MHA_ENONFINITE)
-            return stop_nonfinite(t, prog.tty, "a gradient", last_ckpt);
+            return stop_nonfinite(t, prog.tty, "a gradient", t->last_ckpt);
         cli_check(st, "optimizer step");
         t->r.step++;
         /* An update can still overflow for an absurd --lr: the next forward's loss shows
@@ -338,7 +393,7 @@ int gpt_train_main(int argc, char **argv, int first)
                               t->r.step != end) || t->r.step == end;
         if ((save_now || t->r.step % c->eval_every == 0) && !params_finite(&t->r))
             return stop_nonfinite(t, prog.tty, "a parameter or AdamW moment after the update",
-                                  last_ckpt);
+                                  t->last_ckpt);
         double row[H_COLS] = {loss, lr, gn, NAN, NAN};
         const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
         if (eval_now) {
@@ -349,10 +404,11 @@ int gpt_train_main(int argc, char **argv, int first)
                                      (unsigned long long)c->steps, c->eval_batches);
             row[H_EVTR] = t->last_ev[0] = evaluate(t, 0);
             row[H_EVVA] = t->last_ev[1] = evaluate(t, 1);
+            t->last_ev_step = t->r.step;
             t_eval += report_now() - te;
             n_eval++;
             if (!isfinite(row[H_EVTR]) || !isfinite(row[H_EVVA]))
-                return stop_nonfinite(t, prog.tty, "the evaluation loss", last_ckpt);
+                return stop_nonfinite(t, prog.tty, "the evaluation loss", t->last_ckpt);
         }
         report_history_push(&t->hist, row);
         if (t->rank0)
@@ -361,14 +417,14 @@ int gpt_train_main(int argc, char **argv, int first)
             t->r.best_val = row[H_EVVA];
             t->r.best_step = t->r.step;
             if (gpt_save_checkpoint(t, t->best_path) != MHA_OK)
-                cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
+                save_failed(t);
         }
         if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
             if (t->rank0)
                 report_csv_flush(&csv);
             if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
-                cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
-            last_ckpt = t->ckpt_path;
+                save_failed(t);
+            t->last_ckpt = t->ckpt_path;
         }
         /* time left: the remaining steps at this process's training speed (evaluations
          * excluded) and the remaining evaluations at their measured mean cost (before the
@@ -385,11 +441,13 @@ int gpt_train_main(int argc, char **argv, int first)
         report_duration(t->elapsed0 + el, els, sizeof els);
         if (isfinite(t->last_ev[1]))
             snprintf(val, sizeof val, "%.4f", t->last_ev[1]);
-        if (prog.tty ? report_progress_due(&prog, t->r.step == end) : eval_now)
+        if (eval_now || (prog.tty && report_progress_due(&prog, t->r.step == end)))
             report_progress_show(&prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  %.0f tok/s"
                                  "  elapsed %s  left %s", prog.tty ? "  " : "",
                                  (unsigned long long)t->r.step, (unsigned long long)c->steps,
                                  loss, val, lr, sps * (double)(B * T), els, left);
+        if (eval_now)
+            report_progress_end(&prog); /* each evaluation keeps its line on a terminal */
         if ((stopped = dist_any(report_stop_signal())))
             break; /* finish as at --stop-after (every rank at this step); a second signal
                       ends the process */
@@ -402,7 +460,7 @@ int gpt_train_main(int argc, char **argv, int first)
     if (t->rank0)
         report_csv_close(&csv);
     if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
-        return CLI_EXIT_RUNTIME;
+        save_failed(t);
     const int completed = t->r.step == c->steps;
     const double tok_s = t_steps > 0 ? (double)((t->r.step - step0) * B * T) / t_steps : 0;
     const int sig = report_stop_signal();
@@ -423,10 +481,10 @@ int gpt_train_main(int argc, char **argv, int first)
                sig ? report_signal_name(sig) : stopped ? "a signal to another rank"
                                                        : "--stop-after", t->ckpt_path);
     if (isfinite(t->last_ev[1]))
-        printf("validation loss %.4f, training %.4f (step %llu; best validation %.4f at step "
-               "%llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
-               (unsigned long long)t->r.step, t->r.best_val, (unsigned long long)t->r.best_step,
-               tok_s);
+        printf("validation loss %.4f, training %.4f (evaluated at step %llu; best validation "
+               "%.4f at step %llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
+               (unsigned long long)t->last_ev_step, t->r.best_val,
+               (unsigned long long)t->r.best_step, tok_s);
     if (c->sample_chars > 0) {
         const int32_t nl = 0; /* start from the first symbol (the newline in most texts) */
         printf("sample (%zu characters, seed %llu, temperature 1):\n", c->sample_chars,

@@ -12,6 +12,7 @@
 #include "dist.h"
 #include "gpt_prog.h"
 #include "report.h"
+#include "rundir.h"
 
 /* History columns (one row per completed step). */
 enum { H_LOSS, H_LR, H_GN, H_EVTR, H_EVVA, H_COLS };
@@ -28,9 +29,12 @@ typedef struct trainer {
     mha_pcg32 rng;             /* training batches                                  */
     report_history hist;
     double last_ev[2];         /* the last evaluation (NaN before any)              */
+    uint64_t last_ev_step;     /* its step                                          */
     double elapsed0;           /* seconds of earlier processes of a resumed run      */
     double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    char run_id[RUNDIR_ID_CAP]; /* this run's (rundir.h), kept across --resume           */
+    const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     /* data parallelism (train/common/dist.h); one rank: rank0 1, b_first 0, b_count B */
     int rank0;                 /* this process writes files and prints             */
     size_t b_first, b_count;   /* this rank's windows [b_first, +b_count) of a batch */
@@ -50,11 +54,6 @@ int gpt_save_checkpoint(trainer *t, const char *path);
 void gpt_load_checkpoint(trainer *t, st_file *f, const char *what);
 /* Several ranks: every rank takes rank 0's weights, AdamW moments and training state. */
 void gpt_share_rank0_state(trainer *t);
-/* The state of checkpoint f read before a model is built: its step (*step), the --steps
- * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent). Exit 2. */
-void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
-                      double *elapsed);
-
 /* ---- pictures and summary (train/gpt/gpt_train_io.c; rank 0) ---- */
 
 /* loss.svg: the losses of every logged step up to `step`, and the learning rate. */

@@ -56,6 +56,9 @@ int gpt_save_checkpoint(trainer *t, const char *path)
     snprintf(el, sizeof el, "%.3f", t->elapsed0 + (report_now() - t->t_start));
     if (st == MHA_OK)
         st = ckpt_meta_add(&meta, "elapsed_seconds", el);
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "run_id", t->run_id);
+    meta.checksums = 1;
     cli_check(st, "checkpoint metadata");
     char err[512] = "";
     st = ckpt_save(path, &c, &meta, err, sizeof err);
@@ -114,7 +117,8 @@ void gpt_share_rank0_state(trainer *t)
 
 /* The state of checkpoint f read before a model is built: its step (*step), the --steps
  * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent); the step
- * counters and data.rng are checked, each named in the message. Exit 2. */
+ * counters (within the run), best.val_loss and data.rng are checked, each named in the
+ * message. Exit 2. */
 void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
                          double *elapsed)
 {
@@ -148,6 +152,15 @@ void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64
     if (st_get(f, "data.rng", ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(rng, d, sizeof rng);
+    double best_val;
+    if (st_get(f, "best.val_loss", ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    memcpy(&best_val, d, sizeof best_val);
+    /* a loss is >= 0; +inf (with best.step 0) until the first evaluation */
+    if (!(best_val >= 0) || (isinf(best_val) != (best == 0)))
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.val_loss %g at best.step %llu "
+                "(a validation loss is finite and >= 0, or +inf before the first evaluation)",
+                what, best_val, (unsigned long long)best);
     if (optim_t != *step)
         cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
                 "train.step %llu (every step is one optimizer step)", what,
@@ -247,6 +260,7 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
     cJSON_AddBoolToObject(root, "completed", completed);
     cJSON_AddNumberToObject(root, "train_loss", t->last_ev[0]);
     cJSON_AddNumberToObject(root, "val_loss", t->last_ev[1]);
+    cJSON_AddNumberToObject(root, "eval_step", (double)t->last_ev_step); /* of both losses */
     cJSON_AddNumberToObject(root, "best_val_loss", t->r.best_val);
     cJSON_AddNumberToObject(root, "best_val_step", (double)t->r.best_step);
     cJSON_AddNumberToObject(root, "wall_seconds", wall);

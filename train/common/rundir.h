@@ -1,0 +1,48 @@
+/*
+ * rundir — one run per output directory (mha-gpt train, mha-g2p train).
+ *
+ *   rundir_lock(dir);                       // exit 2 if another process runs there
+ *   rundir_claim(dir, files, n, resume, id, force);  // exit 2 if it holds another run
+ *
+ * A run is named by a run id (16 hex digits, drawn at its start, kept across --resume)
+ * stored in the metadata of its checkpoints ("run_id"). Checkpoints written before run ids
+ * existed have none: a directory's files are then taken to be one run.
+ *
+ * Program code: prints and exits (cli.h statuses).
+ */
+#ifndef TRAIN_RUNDIR_H
+#define TRAIN_RUNDIR_H
+
+#include <stddef.h>
+
+enum { RUNDIR_ID_CAP = 17 }; /* 16 hex digits and the NUL */
+
+/* The lock file in a run directory. */
+#define RUNDIR_LOCK_NAME "run.lock"
+
+/* Take an advisory lock (flock) on <dir>/run.lock, created if needed, and hold it until
+ * the process ends; the file then holds this process's pid. If another process holds it:
+ * "--out <dir> is in use by another run (process <pid> ...)" and exit 2, at once. On a
+ * file system that cannot lock (or if the file cannot be opened) a note says the run goes
+ * on without the lock. */
+void rundir_lock(const char *dir);
+
+/* A fresh run id: 16 hex digits from getrandom (the time and pid if it fails). */
+void rundir_new_id(char id[RUNDIR_ID_CAP]);
+
+/* 1 if s is a run id (16 lower-case hex digits). */
+int rundir_id_valid(const char *s);
+
+/* Refuse to mix two runs in dir (exit 2), given the checkpoint file names a run writes
+ * there (files[n], e.g. "checkpoint.safetensors"):
+ *  - a new run (resume NULL): refused if any of them exists, unless force;
+ *  - a resumed run (resume: its checkpoint path, resume_id: its run id or NULL for a
+ *    checkpoint that has none): each existing file that is not `resume` itself must be of
+ *    the same run — the same run id, or, when either has none, in the same directory as
+ *    `resume` — unless force.
+ * With force, the files of the other run are removed (the new run writes its own).
+ */
+void rundir_claim(const char *dir, const char *const *files, size_t n, const char *resume,
+                  const char *resume_id, int force);
+
+#endif /* TRAIN_RUNDIR_H */
