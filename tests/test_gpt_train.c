@@ -157,6 +157,28 @@ static void test_gpt_train_resume_bitwise(void **state)
     assert_true(memcmp(&a, &b, sizeof a) == 0);
 }
 
+/* A run that cannot fit is refused before anything large is allocated (at once, exit 2),
+ * naming the bytes and the options that drive them: the parameters for a wide, deep model,
+ * the activations for a huge batch of long windows (both far beyond any machine's memory),
+ * and the output directory is left alone. */
+static void test_gpt_train_memory(void **state)
+{
+    (void)state;
+    write_small_text();
+    const time_t t0 = time(NULL);
+    assert_int_equal(gpt("wide", "train --data small.txt --dim 4096 --layers 64 --heads 4 "
+                                 "--out wide"), 2);
+    assert_file_contains("wide.err", "needs at least");
+    assert_file_contains("wide.err", "use a smaller --dim or --layers");
+    assert_int_equal(gpt("long", "train --data small.txt --batch 65536 --context 1000 "
+                                 "--out long"), 2);
+    assert_file_contains("long.err", "activations of 65536 windows");
+    assert_file_contains("long.err", "use a smaller --batch or --context");
+    assert_false(file_exists("wide/run.lock"));
+    assert_false(file_exists("long/train_log.csv"));
+    assert_true(time(NULL) - t0 < 20); /* refused up front, not after allocating */
+}
+
 /* --precision bf16: recorded in the checkpoint; stopped and resumed (the precision coming
  * from the checkpoint) equals the uninterrupted run byte for byte at one thread; the loss
  * is within 0.01 of the float32 run's; resuming in fp32 is allowed. Where the CPU has no
@@ -783,6 +805,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gpt_train_resume_bitwise, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_train_bf16, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_train_memory, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_sample, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_bad_text, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_bad_checkpoints_and_options, tmpdir_setup,

@@ -335,3 +335,41 @@ void gpt_generate(mha_gpt *g, const text_vocab *voc, const int32_t *ids, size_t 
     free(out);
     free(logits);
 }
+
+/* ---- memory ---------------------------------------------------------------------------- */
+
+/* A lower bound of what mha_gpt_create, AdamW and the data take, from the model's own
+ * buffers (src/gpt_core.inc, gpt_block.inc, mha_cache.inc), in float32:
+ *   parameters P = V·C + T·C + L·(4C² + 4C + 2FC + F + 5C) + 2C, each with its gradient
+ *     and AdamW's two moments: 16·P bytes;
+ *   activations of R = B·T rows: per block LN outputs, attention in and out, residuals,
+ *     the MLP's h and gelu(h), Q, K, V and the context (9·R·C + 2·R·F), the attention
+ *     weights B·H·T·T (stored mode); for the model the residual stream of every block
+ *     ((L + 1)·R·C), LayerNorm f, the two backward buffers and three block workspaces
+ *     (6·R·C + R·F) and logits with their gradient (2·R·V); 4 bytes each;
+ *   the text: its bytes and one int32 id per character. */
+double gpt_check_memory(const gpt_run_config *c, size_t V, size_t max_batch, size_t text_bytes)
+{
+    const double C = (double)c->dim, F = 4.0 * C, L = (double)c->layers, T = (double)c->context;
+    const double H = (double)c->heads, B = (double)max_batch, R = B * T;
+    const double P = (double)V * C + T * C + L * (4 * C * C + 4 * C + 2 * F * C + F + 5 * C) +
+                     2 * C;
+    const double params = 16.0 * P;
+    const double attn_w = c->attention == MHA_ATTN_STORED ? B * H * T * T : 0;
+    const double acts = 4.0 * (L * (9 * R * C + 2 * R * F + attn_w) + (L + 1) * R * C +
+                               6 * R * C + R * F + 2 * R * (double)V);
+    const double data = 5.0 * (double)text_bytes;
+    const double need = params + acts + data, have = (double)cli_memory_limit();
+    if (need <= have)
+        return need;
+    char n[32], h[32], p[32], a[32];
+    cli_bytes_text(need, n, sizeof n);
+    cli_bytes_text(have, h, sizeof h);
+    cli_bytes_text(params, p, sizeof p);
+    cli_bytes_text(acts, a, sizeof a);
+    cli_die_usage("--layers %zu --dim %zu --batch %zu --context %zu needs at least %s of memory "
+                  "(parameters, gradients and AdamW's moments: %s; activations of %zu windows: "
+                  "%s), more than the %s this process may use; use a smaller %s",
+                  c->layers, c->dim, c->batch, c->context, n, p, max_batch, a, h,
+                  params >= acts ? "--dim or --layers" : "--batch or --context");
+}

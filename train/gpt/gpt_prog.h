@@ -117,6 +117,12 @@ void gpt_generate(mha_gpt *g, const text_vocab *voc, const int32_t *ids, size_t 
 /* Write ids[n] decoded (text_decode) to stream. */
 void gpt_write_ids(FILE *stream, const text_vocab *voc, const int32_t *ids, size_t n);
 
+/* The memory a training run of configuration c needs, estimated before anything large is
+ * allocated (V: vocabulary size, max_batch: windows a forward holds, text_bytes: the
+ * data file's size), and exit 2 naming the bytes and the options that drive them when it
+ * is more than this process may use (physical memory, RLIMIT_AS). Returns the estimate. */
+double gpt_check_memory(const gpt_run_config *c, size_t V, size_t max_batch, size_t text_bytes);
+
 /* The train command (argv[first..argc) are its options). Returns the exit status. */
 int gpt_train_main(int argc, char **argv, int first);
 

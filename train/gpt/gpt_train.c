@@ -256,6 +256,9 @@ int gpt_train_main(int argc, char **argv, int first)
                           "already; give more steps than that", (unsigned long long)c->steps,
                           c->resume, (unsigned long long)ck_step);
     }
+    /* before anything large is allocated, and before the directory is claimed */
+    gpt_check_memory(c, text_vocab_size(text_corpus_vocab(t->corpus)), t->cap_b,
+                     text_corpus_len(t->corpus));
     /* the run's id: the checkpoint's (one from before run ids gets a new one) */
     const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
     if (!rundir_id_valid(ck_id))
