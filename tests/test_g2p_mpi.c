@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "test_prog.h"
 #include "test_util.h"
@@ -85,9 +86,38 @@ static void g2p_mpi_matches_one_process(void **state)
     assert_int_equal(g2pn(3, "small", TINY " --batch 2 --steps 2 --out s"), 2);
 }
 
+/* Ranks given dictionaries of the same name but other content stop together before
+ * anything is decided (exit 2), rank 0 naming the rank and the file; nothing is written. */
+static void g2p_mpi_ranks_agree(void **state)
+{
+    (void)state;
+    write_small_dict();
+    char *all = slurp("d.dict", NULL);
+    assert_non_null(all);
+    char dir[1024];
+    for (const char *d = "AB"; *d; d++) {
+        snprintf(dir, sizeof dir, "%s/%c", tmpdir, *d);
+        assert_int_equal(mkdir(dir, 0755), 0);
+    }
+    const size_t n = strlen(all);
+    write_file("A/d.dict", all, n);
+    write_file("B/d.dict", all, n - 200); /* fewer entries */
+    free(all);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "--allow-run-as-root --oversubscribe -x ASAN_OPTIONS=detect_leaks=0 "
+             "-np 1 -wdir '%s/A' '%s' " TINY " --steps 10 --out r : "
+             "-np 1 -wdir '%s/B' '%s' " TINY " --steps 10 --out r",
+             tmpdir, MHA_G2P_MPI_EXE, tmpdir, MHA_G2P_MPI_EXE);
+    assert_int_equal(run_prog(MHA_MPIEXEC, "agree", cmd), 2);
+    assert_file_contains("agree.err", "rank 1 was given another --data d.dict than rank 0");
+    assert_false(file_exists("A/r/checkpoint.safetensors"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(g2p_mpi_ranks_agree, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_mpi_matches_one_process, tmpdir_setup,
                                         tmpdir_teardown),
     };

@@ -20,11 +20,13 @@
 #include "test_util.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -442,6 +444,69 @@ static void test_mpi_refuses_batch_below_ranks(void **state)
     assert_file_contains("b.err", "invalid value '1' for --batch: less than the 2 ranks");
 }
 
+/* mha-gpt-mpi with rank 0 working in tmpdir/A and rank 1 in tmpdir/B (each with its own
+ * files under the same names), the same args for both. Returns mpirun's exit status. */
+static int two_dirs(const char *tag, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "--allow-run-as-root --oversubscribe -x ASAN_OPTIONS=detect_leaks=0 "
+             "-np 1 -wdir '%s/A' '%s' %s : -np 1 -wdir '%s/B' '%s' %s",
+             tmpdir, MHA_GPT_MPI_EXE, args, tmpdir, MHA_GPT_MPI_EXE, args);
+    return run_prog(MHA_MPIEXEC, tag, cmd);
+}
+
+/* One rank alone in tmpdir/<dir>. */
+static int one_in(const char *dir, const char *tag, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, MPIRUN " 1 -wdir '%s/%s' '%s' %s", tmpdir, dir, MHA_GPT_MPI_EXE,
+             args);
+    return run_prog(MHA_MPIEXEC, tag, cmd);
+}
+
+/* Ranks that were given other files stop together before anything is decided (exit 2),
+ * rank 0 naming the rank and the file: a text of the same name but other content; a stale
+ * copy of the checkpoint to resume (which would otherwise decide "finished" alone, or train
+ * from another state). The same files on both: the run goes. */
+static void test_mpi_ranks_agree(void **state)
+{
+    (void)state;
+    char *all = slurp(MHA_SOURCE_DIR "/data/tinyshakespeare.txt", NULL);
+    assert_non_null(all);
+    char dir[1024];
+    for (const char *d = "AB"; *d; d++) {
+        snprintf(dir, sizeof dir, "%s/%c", tmpdir, *d);
+        assert_int_equal(mkdir(dir, 0755), 0);
+    }
+    write_file("A/d.txt", all, 20000);
+    const char keep = all[100];
+    all[100] = keep == 'e' ? 'a' : 'e'; /* one character changed */
+    write_file("B/d.txt", all, 20000);
+#define SMALL "train --data d.txt --layers 1 --heads 2 --dim 32 --context 16 --batch 4 " \
+              "--warmup 2 --eval-every 5 --eval-batches 2 --threads 1 --sample-chars 0 "
+    assert_int_equal(two_dirs("data", SMALL "--steps 10 --out r"), 2);
+    assert_file_contains("data.err", "rank 1 was given another --data d.txt than rank 0");
+    assert_false(file_exists("A/r/checkpoint.safetensors"));
+    /* the same text; rank 1's checkpoint is an older one (step 5 of the same run) */
+    all[100] = keep;
+    write_file("B/d.txt", all, 20000);
+    free(all);
+    assert_int_equal(one_in("B", "b5", SMALL "--steps 10 --stop-after 5 --out r"), 0);
+    assert_int_equal(one_in("A", "a10", SMALL "--steps 10 --out r"), 0);
+    assert_int_equal(two_dirs("stale", "train --resume r/checkpoint.safetensors --steps 20"), 2);
+    assert_file_contains("stale.err",
+                         "rank 1 was given another checkpoint (--resume r/checkpoint.safetensors)");
+    /* the same checkpoint everywhere: it goes on to step 20 */
+    char cp[2048];
+    snprintf(cp, sizeof cp, "cp '%s/A/r/checkpoint.safetensors' '%s/B/r/checkpoint.safetensors'",
+             tmpdir, tmpdir);
+    assert_int_equal(system(cp), 0);
+    assert_int_equal(two_dirs("same", "train --resume r/checkpoint.safetensors --steps 20"), 0);
+    assert_file_contains("same.out", "resumed from r/checkpoint.safetensors at step 10");
+#undef SMALL
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +520,7 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_mpi_killed_rank_ends_job, tmpdir_setup,
                                         tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_mpi_ranks_agree, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_mpi_refuses_batch_below_ranks, tmpdir_setup,
                                         tmpdir_teardown),
     };

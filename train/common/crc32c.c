@@ -9,6 +9,8 @@
  * a bit-at-a-time reference on every length and alignment. */
 #include "crc32c.h"
 
+#include <stdio.h>
+
 #include <threads.h>
 
 #define CRC32C_POLY_REVERSED 0x82F63B78u
@@ -45,4 +47,25 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t n)
     for (; n > 0; n--)
         c = (c >> 8) ^ table[0][(c ^ *p++) & 0xFFu];
     return ~c;
+}
+
+int crc32c_file(const char *path, uint64_t *fingerprint)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return -1;
+    unsigned char buf[1 << 16];
+    uint32_t c = 0;
+    uint64_t size = 0;
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        c = crc32c(c, buf, got);
+        size += got;
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return -1;
+    *fingerprint = size << 32 ^ c; /* the size, then the CRC (sizes past 4 GiB fold in) */
+    return 0;
 }

@@ -20,5 +20,8 @@
 /* The CRC-32C of data[n] continuing from `crc` (0 to start): crc32c(crc32c(0, a), b) is
  * the CRC-32C of a followed by b. Thread-safe. */
 uint32_t crc32c(uint32_t crc, const void *data, size_t n);
+/* A fingerprint of the file at path: its size shifted up by 32 bits, xor its CRC-32C.
+ * Returns 0, or -1 when it cannot be read (*fingerprint untouched). */
+int crc32c_file(const char *path, uint64_t *fingerprint);
 
 #endif /* TRAIN_CRC32C_H */

@@ -156,6 +156,10 @@ void dist_bcast(void *buf, size_t bytes)
     (void)bytes;
 }
 void dist_barrier(void) {}
+void dist_agree(const char *const *what, const uint64_t *v, size_t n)
+{
+    (void)what, (void)v, (void)n;
+}
 void dist_grads_begin(dist_grads *d, double scale) { d->scale = (float)scale; }
 void dist_grads_finish(dist_grads *d) { d->steps++; }
 
@@ -221,6 +225,29 @@ int dist_same(uint64_t v)
 }
 
 void dist_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+void dist_agree(const char *const *what, const uint64_t *v, size_t n)
+{
+    /* every rank gets every rank's n values, so every rank finds the same first difference */
+    uint64_t *all = malloc((size_t)g_size * n * sizeof *all);
+    if (all == NULL)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    MPI_Allgather(v, (int)n, MPI_UINT64_T, all, (int)n, MPI_UINT64_T, MPI_COMM_WORLD);
+    for (int r = 1; r < g_size; r++)
+        for (size_t i = 0; i < n; i++)
+            if (all[(size_t)r * n + i] != all[i]) {
+                free(all);
+                if (g_rank == 0) {
+                    fprintf(stderr, "%s: rank %d was given another %s than rank 0: every rank "
+                            "must read the same options and files (copy them to every host, at "
+                            "the same paths)\n", cli_program(), r, what[i]);
+                    fflush(stderr);
+                }
+                MPI_Barrier(MPI_COMM_WORLD); /* rank 0's message is out before any rank exits */
+                exit(CLI_EXIT_USAGE);
+            }
+    free(all);
+}
 
 void dist_bcast(void *buf, size_t bytes)
 {

@@ -54,6 +54,13 @@ int dist_any(int flag);
 int dist_same(uint64_t v);
 /* Wait until every rank has called it. */
 void dist_barrier(void);
+/* Before any decision: every rank passes the same n fingerprints v[n] of what it was given
+ * (its options, the bytes of --data, of the checkpoint to resume; what[i] names v[i] for a
+ * message, e.g. "--data FILE"). When a rank's differ from rank 0's, every rank stops with
+ * exit 2, and rank 0 names the first rank and item that differ (a rank with a stale copy
+ * of a checkpoint would otherwise decide alone, or hang in a collective call rank 0 never
+ * makes). One rank: nothing to compare. */
+void dist_agree(const char *const *what, const uint64_t *v, size_t n);
 /* buf[bytes] ← rank 0's buf[bytes] on every rank. */
 void dist_bcast(void *buf, size_t bytes);
 
