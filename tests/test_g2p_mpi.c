@@ -107,7 +107,7 @@ static void g2p_mpi_ranks_agree(void **state)
     snprintf(cmd, sizeof cmd,
              "--allow-run-as-root --oversubscribe -x ASAN_OPTIONS=detect_leaks=0 "
              "-np 1 -wdir '%s/A' '%s' " TINY " --steps 10 --out r : "
-             "-np 1 -wdir '%s/B' '%s' " TINY " --steps 10 --out r",
+             "-x ASAN_OPTIONS=detect_leaks=0 -np 1 -wdir '%s/B' '%s' " TINY " --steps 10 --out r",
              tmpdir, MHA_G2P_MPI_EXE, tmpdir, MHA_G2P_MPI_EXE);
     assert_int_equal(run_prog(MHA_MPIEXEC, "agree", cmd), 2);
     assert_file_contains("agree.err", "rank 1 was given another --data d.dict than rank 0");

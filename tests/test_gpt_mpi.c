@@ -445,13 +445,15 @@ static void test_mpi_refuses_batch_below_ranks(void **state)
 }
 
 /* mha-gpt-mpi with rank 0 working in tmpdir/A and rank 1 in tmpdir/B (each with its own
- * files under the same names), the same args for both. Returns mpirun's exit status. */
+ * files under the same names), the same args for both. Returns mpirun's exit status. Each
+ * app context gets its own -x (the first context's does not reach the second). */
 static int two_dirs(const char *tag, const char *args)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "--allow-run-as-root --oversubscribe -x ASAN_OPTIONS=detect_leaks=0 "
-             "-np 1 -wdir '%s/A' '%s' %s : -np 1 -wdir '%s/B' '%s' %s",
+             "-np 1 -wdir '%s/A' '%s' %s : -x ASAN_OPTIONS=detect_leaks=0 -np 1 -wdir '%s/B' "
+             "'%s' %s",
              tmpdir, MHA_GPT_MPI_EXE, args, tmpdir, MHA_GPT_MPI_EXE, args);
     return run_prog(MHA_MPIEXEC, tag, cmd);
 }
@@ -502,7 +504,10 @@ static void test_mpi_ranks_agree(void **state)
     snprintf(cp, sizeof cp, "cp '%s/A/r/checkpoint.safetensors' '%s/B/r/checkpoint.safetensors'",
              tmpdir, tmpdir);
     assert_int_equal(system(cp), 0);
-    assert_int_equal(two_dirs("same", "train --resume r/checkpoint.safetensors --steps 20"), 0);
+    if (two_dirs("same", "train --resume r/checkpoint.safetensors --steps 20") != 0) {
+        char *e = slurp("same.err", NULL);
+        fail_msg("the ranks with the same files did not train: %s", e ? e : "?");
+    }
     assert_file_contains("same.out", "resumed from r/checkpoint.safetensors at step 10");
 #undef SMALL
 }
