@@ -164,7 +164,8 @@ static void g2p_eval_files(void **state)
     free(js);
 }
 
-/* Bad input: exit 2 with a message that names the file. */
+/* Bad input: exit 2 with a message that names the file (or, for a model that cannot fit,
+ * the bytes it needs). */
 static void g2p_bad_input(void **state)
 {
     (void)state;
@@ -180,6 +181,13 @@ static void g2p_bad_input(void **state)
     assert_int_equal(g2p("m", "pronounce --model notmodel.safetensors hello"), 2);
     assert_file_contains("m.err", "notmodel.safetensors");
     assert_int_equal(g2p("u", "train --stepz 3"), 2);
+    /* a model that cannot fit: refused before it is allocated, naming the bytes */
+    write_small_dict("d.dict", 300);
+    assert_int_equal(g2p("big", "train --data d.dict --dim 4096 --enc-layers 24 --dec-layers 24 "
+                                "--heads 8 --steps 2 --out r4"), 2);
+    assert_file_contains("big.err", "needs at least");
+    assert_file_contains("big.err", "use a smaller --dim or fewer layers");
+    assert_false(file_exists("r4/run.lock"));
 }
 
 /* The committed model's summary claims its test-set numbers; eval reproduces them, and

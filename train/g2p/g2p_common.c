@@ -147,6 +147,44 @@ void g2p_defaults(g2p_config *c)
     c->run_threads = 2;
 }
 
+/* ---- memory ---------------------------------------------------------------------------- */
+
+/* A lower bound of what mha_s2s_create and AdamW take, from the model's own buffers
+ * (src/s2s_core.inc, s2s_block.inc, gpt_block.inc), in float32, for batches of B pairs of
+ * S source and T target positions (the model's contexts):
+ *   parameters P = (Vs + Vt + S + T)·C + Le·(4C² + 2FC + F + 9C) + Ld·(8C² + 2FC + F + 15C)
+ *     + 4C, each with its gradient and AdamW's two moments: 16·P bytes;
+ *   activations: per encoder block 9·B·S·C + 2·B·S·F + B·H·S² (as a GPT block), per
+ *     decoder block 14·B·T·C + 2·B·T·F + B·H·T·(T + S) (self- and cross-attention), and
+ *     the logits with their gradient 2·B·T·Vt; 4 bytes each. */
+double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt)
+{
+    const double C = (double)cfg->dim, F = cfg->mlp_dim ? (double)cfg->mlp_dim : 4.0 * C;
+    const double Le = (double)cfg->enc_layers, Ld = (double)cfg->dec_layers;
+    const double S = (double)cfg->src_context, T = (double)cfg->tgt_context;
+    const double H = (double)cfg->heads, B = (double)cfg->batch;
+    const double P = ((double)Vs + (double)Vt + S + T) * C +
+                     Le * (4 * C * C + 2 * F * C + F + 9 * C) +
+                     Ld * (8 * C * C + 2 * F * C + F + 15 * C) + 4 * C;
+    const double params = 16.0 * P;
+    const double acts = 4.0 * (Le * (9 * B * S * C + 2 * B * S * F + B * H * S * S) +
+                               Ld * (14 * B * T * C + 2 * B * T * F + B * H * T * (T + S)) +
+                               2 * B * T * (double)Vt);
+    const double need = params + acts, have = (double)cli_memory_limit();
+    if (need <= have)
+        return need;
+    char n[32], h[32], p[32], a[32];
+    cli_bytes_text(need, n, sizeof n);
+    cli_bytes_text(have, h, sizeof h);
+    cli_bytes_text(params, p, sizeof p);
+    cli_bytes_text(acts, a, sizeof a);
+    cli_die_usage("--enc-layers %zu --dec-layers %zu --dim %zu --batch %zu needs at least %s of "
+                  "memory (parameters, gradients and AdamW's moments: %s; activations of %zu "
+                  "pairs: %s), more than the %s this process may use; use a smaller %s",
+                  cfg->enc_layers, cfg->dec_layers, cfg->dim, cfg->batch, n, p, cfg->batch, a,
+                  h, params >= acts ? "--dim or fewer layers" : "--batch");
+}
+
 /* ---- model, optimizer, checkpoint layout ----------------------------------------------- */
 
 void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,

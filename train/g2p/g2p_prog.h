@@ -83,6 +83,11 @@ typedef struct g2p_run {
     ckpt_state s[10];
 } g2p_run;
 
+/* The memory a training run of cfg needs with Vs source and Vt target symbols, estimated
+ * before the model is allocated; exit 2 naming the bytes and the options that drive them
+ * when it is more than this process may use (physical memory, RLIMIT_AS). Returns it. */
+double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt);
+
 /* Create the model of cfg for the vocabularies (copied) and batches of max_batch, and,
  * when with_optimizer, AdamW as mha-gpt's (β1 0.9, β2 cfg->beta2, eps 1e-8, decay on
  * matmul weights). Exit 1 on failure. */

@@ -415,6 +415,7 @@ static void setup(trainer *t, int argc, char **argv, int first)
                 "%s: a word of %zu symbols or a pronunciation of %zu tokens does not fit the "
                 "model's %zu source and %zu target positions", c->data, t->set.max_src,
                 t->set.max_tgt, c->src_context, c->tgt_context);
+    g2p_check_memory(c, src.n, tgt.n); /* before the model, and before the directory */
     cli_prepare_out_dir(c->out);
     /* the run's id: the checkpoint's (one from before run ids gets a new one) */
     const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
