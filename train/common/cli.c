@@ -509,3 +509,25 @@ void cli_check_precision(int p, int given)
                   feature ? feature : "?",
                   disabled ? ", which MHA_DISABLE_BF16 turns off" : ", which this one lacks");
 }
+
+#ifndef MHA_DEFAULT_SOURCE_DIR
+#define MHA_DEFAULT_SOURCE_DIR "."
+#endif
+#ifndef MHA_DEFAULT_DATA_DIR
+#define MHA_DEFAULT_DATA_DIR "/usr/local/share/mha"
+#endif
+
+void cli_default_path(char *out, size_t cap, const char *rel)
+{
+    const char *const roots[] = {MHA_DEFAULT_SOURCE_DIR, MHA_DEFAULT_DATA_DIR};
+    if (rel[0] == '/' || access(rel, F_OK) == 0) {
+        snprintf(out, cap, "%s", rel);
+        return;
+    }
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        snprintf(out, cap, "%s/%s", roots[i], rel);
+        if (access(out, F_OK) == 0)
+            return;
+    }
+    snprintf(out, cap, "%s", rel);
+}

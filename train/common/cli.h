@@ -148,6 +148,12 @@ void cli_prepare_out_dir(const char *dir);
 /* Bytes of memory a run may use: the smaller of the physical memory and the
  * address-space limit (RLIMIT_AS), or SIZE_MAX if neither is known. */
 size_t cli_memory_limit(void);
+/* Where a program finds a file it ships ("data/tinyshakespeare.txt", "models/…"): the path
+ * itself when it exists relative to the working directory, else under the source tree the
+ * program was built from, else under the installed data directory (PREFIX/share/mha, where
+ * `cmake --install` puts data/ and models/), else the path as given (so that the error
+ * names it). Into out[cap]. */
+void cli_default_path(char *out, size_t cap, const char *rel);
 /* "63.6 GiB", "512.0 MiB", "12 KiB" into buf. */
 void cli_bytes_text(double bytes, char *buf, size_t cap);
 

@@ -102,16 +102,9 @@ const cli_opt G2P_EVAL_OPTS[] = {
 };
 const size_t G2P_N_EVAL_OPTS = sizeof G2P_EVAL_OPTS / sizeof G2P_EVAL_OPTS[0];
 
-#ifndef MHA_G2P_SOURCE_DIR
-#define MHA_G2P_SOURCE_DIR "."
-#endif
-
 void g2p_default_path(char *out, size_t cap, const char *rel)
 {
-    if (access(rel, F_OK) == 0)
-        snprintf(out, cap, "%s", rel);
-    else
-        snprintf(out, cap, "%s/%s", MHA_G2P_SOURCE_DIR, rel);
+    cli_default_path(out, cap, rel);
 }
 
 void g2p_defaults(g2p_config *c)

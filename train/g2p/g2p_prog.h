@@ -63,9 +63,9 @@ extern const size_t G2P_N_EVAL_OPTS;
 
 /* The defaults of every option. */
 void g2p_defaults(g2p_config *c);
-/* A default path of the source tree ("data/cmudict.dict"): the path itself when it
- * exists relative to the working directory, else the same path under the directory
- * mha-g2p was built from, so the program finds its data and model from anywhere. */
+/* A default path of the source tree ("data/cmudict.dict"), found as cli_default_path
+ * finds it (working directory, source tree, installed data), so the program finds its
+ * data and model from anywhere. */
 void g2p_default_path(char *out, size_t cap, const char *rel);
 
 /* The model, its optimizer (NULL for pronounce/eval), the vocabularies and the checkpoint

@@ -101,7 +101,7 @@ const size_t GPT_N_SAMPLE_OPTS = sizeof GPT_SAMPLE_OPTS / sizeof GPT_SAMPLE_OPTS
 void gpt_defaults(gpt_run_config *c)
 {
     memset(c, 0, sizeof *c);
-    snprintf(c->data, sizeof c->data, "data/tinyshakespeare.txt");
+    cli_default_path(c->data, sizeof c->data, "data/tinyshakespeare.txt");
     c->layers = 4;
     c->heads = 4;
     c->dim = 128;
