@@ -531,3 +531,19 @@ void cli_default_path(char *out, size_t cap, const char *rel)
     }
     snprintf(out, cap, "%s", rel);
 }
+
+double cli_check_memory(double params, double acts, double other, const char *config,
+                        const char *batch, const char *fix_params, const char *fix_acts)
+{
+    const double need = params + acts + other, have = (double)cli_memory_limit();
+    if (need <= have)
+        return need;
+    char n[32], h[32], p[32], a[32];
+    cli_bytes_text(need, n, sizeof n);
+    cli_bytes_text(have, h, sizeof h);
+    cli_bytes_text(params, p, sizeof p);
+    cli_bytes_text(acts, a, sizeof a);
+    cli_die_usage("%s needs at least %s of memory (parameters, gradients and AdamW's moments: "
+                  "%s; activations of %s: %s), more than the %s this process may use; use a "
+                  "smaller %s", config, n, p, batch, a, h, params >= acts ? fix_params : fix_acts);
+}

@@ -148,6 +148,13 @@ void cli_prepare_out_dir(const char *dir);
 /* Bytes of memory a run may use: the smaller of the physical memory and the
  * address-space limit (RLIMIT_AS), or SIZE_MAX if neither is known. */
 size_t cli_memory_limit(void);
+/* A training run's memory estimate, checked before it allocates: params (parameters with
+ * their gradients and AdamW's moments), acts (the activations of `batch`, e.g. "12
+ * windows"), other (data) bytes. When their sum is more than cli_memory_limit(), exit 2
+ * naming `config` (the options it came from), the parts, and the fix: `fix_params` or
+ * `fix_acts`, whichever part is larger. Returns the sum. */
+double cli_check_memory(double params, double acts, double other, const char *config,
+                        const char *batch, const char *fix_params, const char *fix_acts);
 /* Where a program finds a file it ships ("data/tinyshakespeare.txt", "models/…"): the path
  * itself when it exists relative to the working directory, else under the source tree the
  * program was built from, else under the installed data directory (PREFIX/share/mha, where

@@ -13,6 +13,7 @@
 #endif
 
 #include "cli.h"
+#include "crc32c.h"
 #include "report.h"
 
 static int g_rank = 0, g_size = 1;
@@ -27,6 +28,30 @@ void dist_share(size_t n, size_t *first, size_t *count)
     const size_t N = (size_t)g_size, r = (size_t)g_rank, q = n / N, extra = n % N;
     *count = q + (r < extra);
     *first = r * q + (r < extra ? r : extra);
+}
+
+void dist_agree_inputs(const cli_opt *opts, size_t n, const void *cfg, const char *data,
+                       const char *resume)
+{
+    if (g_size == 1)
+        return;
+    uint32_t opt = 0; /* every option's name and value, as --help would print them */
+    for (size_t i = 0; i < n; i++) {
+        char v[2 * CLI_PATH_CAP];
+        cli_format(&opts[i], cfg, v, sizeof v);
+        opt = crc32c(crc32c(opt, opts[i].name, strlen(opts[i].name) + 1), v, strlen(v) + 1);
+    }
+    uint64_t data_fp = 0, ck = 0;
+    if (crc32c_file(data, &data_fp) != 0)
+        cli_die(CLI_EXIT_USAGE, "cannot read %s", data);
+    if (resume[0] && crc32c_file(resume, &ck) != 0)
+        cli_die(CLI_EXIT_USAGE, "cannot read %s", resume);
+    char what_data[CLI_PATH_CAP + 16], what_ck[CLI_PATH_CAP + 24];
+    snprintf(what_data, sizeof what_data, "--data %s", data);
+    snprintf(what_ck, sizeof what_ck, "checkpoint (--resume %s)", resume);
+    const char *const what[3] = {"set of options", what_data, what_ck};
+    const uint64_t v[3] = {opt, data_fp, ck};
+    dist_agree(what, v, 3);
 }
 
 struct dist_grads {

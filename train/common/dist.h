@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli.h"
 #include "mha_gpt.h"
 
 /* Initialise (MPI_Init_thread when built with MPI) and learn this process's rank and the
@@ -61,6 +62,11 @@ void dist_barrier(void);
  * of a checkpoint would otherwise decide alone, or hang in a collective call rank 0 never
  * makes). One rank: nothing to compare. */
 void dist_agree(const char *const *what, const uint64_t *v, size_t n);
+/* dist_agree on what a training program was given: its options (opts[n], values in cfg),
+ * the bytes of its data file and of the checkpoint to resume ("" for none). Exit 2 when a
+ * file cannot be read. */
+void dist_agree_inputs(const cli_opt *opts, size_t n, const void *cfg, const char *data,
+                       const char *resume);
 /* buf[bytes] ← rank 0's buf[bytes] on every rank. */
 void dist_bcast(void *buf, size_t bytes);
 

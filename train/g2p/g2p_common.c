@@ -163,19 +163,11 @@ double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt)
     const double acts = 4.0 * (Le * (9 * B * S * C + 2 * B * S * F + B * H * S * S) +
                                Ld * (14 * B * T * C + 2 * B * T * F + B * H * T * (T + S)) +
                                2 * B * T * (double)Vt);
-    const double need = params + acts, have = (double)cli_memory_limit();
-    if (need <= have)
-        return need;
-    char n[32], h[32], p[32], a[32];
-    cli_bytes_text(need, n, sizeof n);
-    cli_bytes_text(have, h, sizeof h);
-    cli_bytes_text(params, p, sizeof p);
-    cli_bytes_text(acts, a, sizeof a);
-    cli_die_usage("--enc-layers %zu --dec-layers %zu --dim %zu --batch %zu needs at least %s of "
-                  "memory (parameters, gradients and AdamW's moments: %s; activations of %zu "
-                  "pairs: %s), more than the %s this process may use; use a smaller %s",
-                  cfg->enc_layers, cfg->dec_layers, cfg->dim, cfg->batch, n, p, cfg->batch, a,
-                  h, params >= acts ? "--dim or fewer layers" : "--batch");
+    char config[160], batch[48];
+    snprintf(config, sizeof config, "--enc-layers %zu --dec-layers %zu --dim %zu --batch %zu",
+             cfg->enc_layers, cfg->dec_layers, cfg->dim, cfg->batch);
+    snprintf(batch, sizeof batch, "%zu pairs", cfg->batch);
+    return cli_check_memory(params, acts, 0, config, batch, "--dim or fewer layers", "--batch");
 }
 
 /* ---- model, optimizer, checkpoint layout ----------------------------------------------- */

@@ -18,7 +18,6 @@
 #include <cJSON.h>
 #include <omp.h>
 
-#include "crc32c.h"
 #include "dist.h"
 #include "report.h"
 #include "rundir.h"
@@ -317,32 +316,6 @@ static void share_rank0_state(trainer *t)
     cli_check(mha_s2s_set_call_index(r->m, r->call_index), "model");
 }
 
-/* Several ranks: before any decision, every rank must hold the same options, dictionary
- * and checkpoint as rank 0 (dist_agree exits 2 naming the first that differs). */
-static void agree_across_ranks(const g2p_config *c)
-{
-    if (dist_size() == 1)
-        return;
-    uint32_t opt = 0;
-    for (size_t i = 0; i < G2P_N_TRAIN_OPTS; i++) {
-        char v[2 * CLI_PATH_CAP];
-        cli_format(&G2P_TRAIN_OPTS[i], c, v, sizeof v);
-        opt = crc32c(crc32c(opt, G2P_TRAIN_OPTS[i].name, strlen(G2P_TRAIN_OPTS[i].name) + 1),
-                     v, strlen(v) + 1);
-    }
-    uint64_t data = 0, ck = 0;
-    if (crc32c_file(c->data, &data) != 0)
-        cli_die(CLI_EXIT_USAGE, "cannot read %s", c->data);
-    if (c->resume[0] && crc32c_file(c->resume, &ck) != 0)
-        cli_die(CLI_EXIT_USAGE, "cannot read %s", c->resume);
-    char what_data[CLI_PATH_CAP + 16], what_ck[CLI_PATH_CAP + 24];
-    snprintf(what_data, sizeof what_data, "--data %s", c->data);
-    snprintf(what_ck, sizeof what_ck, "checkpoint (--resume %s)", c->resume);
-    const char *const what[3] = {"set of options", what_data, what_ck};
-    const uint64_t v[3] = {opt, data, ck};
-    dist_agree(what, v, 3);
-}
-
 /* Parse the options, read the data (and a checkpoint), build the model. */
 static void setup(trainer *t, int argc, char **argv, int first)
 {
@@ -390,7 +363,8 @@ static void setup(trainer *t, int argc, char **argv, int first)
     /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its
      * own around each call): --threads 1 means one thread for the whole step */
     omp_set_num_threads(c->threads);
-    agree_across_ranks(c);
+    /* several ranks: the same options, dictionary and checkpoint, before any decision */
+    dist_agree_inputs(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, c, c->data, c->resume);
     char err[2 * CLI_PATH_CAP] = "";
     if (g2p_dict_read(c->data, c->format, &t->dict, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);

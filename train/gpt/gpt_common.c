@@ -359,17 +359,10 @@ double gpt_check_memory(const gpt_run_config *c, size_t V, size_t max_batch, siz
     const double acts = 4.0 * (L * (9 * R * C + 2 * R * F + attn_w) + (L + 1) * R * C +
                                6 * R * C + R * F + 2 * R * (double)V);
     const double data = 5.0 * (double)text_bytes;
-    const double need = params + acts + data, have = (double)cli_memory_limit();
-    if (need <= have)
-        return need;
-    char n[32], h[32], p[32], a[32];
-    cli_bytes_text(need, n, sizeof n);
-    cli_bytes_text(have, h, sizeof h);
-    cli_bytes_text(params, p, sizeof p);
-    cli_bytes_text(acts, a, sizeof a);
-    cli_die_usage("--layers %zu --dim %zu --batch %zu --context %zu needs at least %s of memory "
-                  "(parameters, gradients and AdamW's moments: %s; activations of %zu windows: "
-                  "%s), more than the %s this process may use; use a smaller %s",
-                  c->layers, c->dim, c->batch, c->context, n, p, max_batch, a, h,
-                  params >= acts ? "--dim or --layers" : "--batch or --context");
+    char config[160], batch[48];
+    snprintf(config, sizeof config, "--layers %zu --dim %zu --batch %zu --context %zu",
+             c->layers, c->dim, c->batch, c->context);
+    snprintf(batch, sizeof batch, "%zu windows", max_batch);
+    return cli_check_memory(params, acts, data, config, batch, "--dim or --layers",
+                            "--batch or --context");
 }

@@ -23,7 +23,6 @@
 #include <cblas.h>
 #include <unistd.h>
 
-#include "crc32c.h"
 #include "gpt_train.h"
 
 /* The log's columns (history columns H_* in gpt_train.h). */
@@ -145,34 +144,6 @@ static void trainer_free(trainer *t)
     report_history_free(&t->hist);
 }
 
-/* Several ranks: before any decision, every rank must hold the same options, text and
- * checkpoint as rank 0 (dist_agree exits 2 naming the first that differs). */
-static void agree_across_ranks(const trainer *t)
-{
-    if (dist_size() == 1)
-        return;
-    const gpt_run_config *c = &t->cfg;
-    uint32_t opt = 0;
-    for (size_t i = 0; i < GPT_N_TRAIN_OPTS; i++) {
-        char v[2 * CLI_PATH_CAP];
-        cli_format(&GPT_TRAIN_OPTS[i], c, v, sizeof v);
-        opt = crc32c(crc32c(opt, GPT_TRAIN_OPTS[i].name, strlen(GPT_TRAIN_OPTS[i].name) + 1),
-                     v, strlen(v) + 1);
-    }
-    uint32_t text = crc32c(0, t->vocab_text, strlen(t->vocab_text));
-    for (int p = 0; p < 2; p++)
-        text = crc32c(text, t->ids[p], t->len[p] * sizeof *t->ids[p]);
-    uint64_t ck = 0;
-    if (c->resume[0] && crc32c_file(c->resume, &ck) != 0)
-        cli_die(CLI_EXIT_USAGE, "cannot read %s", c->resume);
-    char what_data[CLI_PATH_CAP + 16], what_ck[CLI_PATH_CAP + 24];
-    snprintf(what_data, sizeof what_data, "--data %s", c->data);
-    snprintf(what_ck, sizeof what_ck, "checkpoint (--resume %s)", c->resume);
-    const char *const what[3] = {"set of options", what_data, what_ck};
-    const uint64_t v[3] = {opt, (uint64_t)(t->len[0] + t->len[1]) << 32 ^ text, ck};
-    dist_agree(what, v, 3);
-}
-
 /* 1 if every parameter and AdamW moment is finite (so that no checkpoint holds one). */
 static int params_finite(const gpt_run *r)
 {
@@ -265,7 +236,8 @@ int gpt_train_main(int argc, char **argv, int first)
     dist_share(c->batch, &t->b_first, &t->b_count);
     t->cap_b = (c->batch + (size_t)dist_size() - 1) / (size_t)dist_size();
     load_data(t);
-    agree_across_ranks(t);
+    /* several ranks: the same options, text and checkpoint as rank 0, before any decision */
+    dist_agree_inputs(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, c, c->data, c->resume);
     if (ck && strcmp(st_meta(ck, "vocab"), t->vocab_text) != 0)
         cli_die(CLI_EXIT_USAGE, "%s: the vocabulary of --data %s (%zu characters) differs from "
                 "the checkpoint's (%zu)", what, c->data,
