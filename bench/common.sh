@@ -1,8 +1,12 @@
 # bench/common.sh — shell functions the benchmark drivers share (bench/run.sh,
-# bench/run_gpt.sh source it; it runs nothing by itself).
+# bench/run_gpt.sh, bench/run_g2p.sh source it; it runs nothing by itself).
 #
 #   idle_percent      print the percent of CPU time idle over the next 3 s
 #   wait_idle SEC     wait up to SEC seconds (0 = not at all) for >= 90 % idle
+#   choose_precisions EXE DIR   set PRECISION (bf16 beside fp32 where EXE, a benchmark
+#                     program, says the CPU runs it; a list already in PRECISION is
+#                     checked, exit 2 when it cannot run); DIR/bf16_note gets the reason
+#                     bf16 was skipped (empty otherwise)
 #   machine_header    print the machine, its load and the OpenBLAS environment, warn
 #                     on stderr when the 1-minute load average is above 0.5; sets
 #                     MACHINE_IDLE (percent) and MACHINE_LOAD (the three averages)
@@ -33,5 +37,24 @@ machine_header() {
   # busy: under 90% idle over 3 s (the load average still counts the build just done)
   if [ "$MACHINE_IDLE" -lt 90 ]; then
     echo "   warning: the machine is busy ($MACHINE_IDLE% idle); numbers will be noisy" >&2
+  fi
+}
+
+# PRECISION: bf16 beside fp32 where the CPU runs it ($1 --check-precision), or the list the
+# caller set, checked; $2/bf16_note: why bf16 was skipped, or empty.
+choose_precisions() {
+  local exe=$1 dir=$2
+  : >"$dir/bf16_note"
+  if [ -z "$PRECISION" ]; then
+    if "$exe" --check-precision bf16 >"$dir/bf16_check" 2>&1; then
+      PRECISION=fp32,bf16
+    else
+      PRECISION=fp32
+      echo "bf16 skipped: $(sed 's/^bf16: not available: //' "$dir/bf16_check")" \
+        | tee "$dir/bf16_note"
+    fi
+  else
+    "$exe" --check-precision "$PRECISION" >"$dir/bf16_check" 2>&1 \
+      || { cat "$dir/bf16_check" >&2; exit 2; }
   fi
 }

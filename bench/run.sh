@@ -23,7 +23,7 @@
 #   --precision LIST the main run's module precisions (mha-bench --precision):
 #                    default fp32,bf16 where the CPU runs bf16 (mha-bench
 #                    --check-precision bf16), else fp32 with a printed note; a list
-#                    given here is passed as it is (bf16 on a CPU without
+#                    given here is checked first (bf16 on a CPU without
 #                    AVX512_BF16: mha-bench's message, exit status 2)
 #
 # Steps: configure + build mha-bench (and mha-train, when the tree has it) in
@@ -111,16 +111,7 @@ cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >"$TMP/build.log" 2
   || { cat "$TMP/build.log"; exit 1; }
 
 # ---- precisions: bf16 rows beside fp32 where the CPU runs them ---------------------
-: >"$TMP/bf16_note"
-if [ -z "$PRECISION" ]; then
-  if "$BUILD/mha-bench" --check-precision bf16 >"$TMP/bf16_check" 2>&1; then
-    PRECISION=fp32,bf16
-  else
-    PRECISION=fp32
-    echo "bf16 rows skipped: $(sed 's/^bf16: not available: //' "$TMP/bf16_check")" \
-      | tee "$TMP/bf16_note"
-  fi
-fi
+choose_precisions "$BUILD/mha-bench" "$TMP"
 echo "== precisions: $PRECISION"
 
 C_ARGS=(); T_ARGS=()

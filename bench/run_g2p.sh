@@ -149,19 +149,7 @@ DECODE_WORDS="${O_WORDS:-$DECODE_WORDS}"; TRAIN_STEPS="${O_TRAIN:-$TRAIN_STEPS}"
 { [ "$STEPS" -ge 1 ] && [ "$TRAIN_STEPS" -ge 1 ]; } \
   || { echo "run_g2p.sh: --steps and --train-steps must be >= 1" >&2; exit 2; }
 # precisions of our step: bf16 beside fp32 where the CPU runs it
-: >"$TMP/bf16_note"
-if [ -z "$PRECISION" ]; then
-  if "$BUILD/mha-g2p-bench" --check-precision bf16 >"$TMP/bf16_check" 2>&1; then
-    PRECISION=fp32,bf16
-  else
-    PRECISION=fp32
-    echo "bf16 skipped: $(sed 's/^bf16: not available: //' "$TMP/bf16_check")" \
-      | tee "$TMP/bf16_note"
-  fi
-else
-  "$BUILD/mha-g2p-bench" --check-precision "$PRECISION" >"$TMP/bf16_check" 2>&1 \
-    || { cat "$TMP/bf16_check" >&2; exit 2; }
-fi
+choose_precisions "$BUILD/mha-g2p-bench" "$TMP"
 echo "== precisions of the training step: $PRECISION"
 HAVE_TORCH=0
 if [ "$TORCH" = 1 ] && "$PY" -c 'import torch' >/dev/null 2>&1; then

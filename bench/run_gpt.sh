@@ -96,19 +96,7 @@ echo "   CPU flags: $(for f in avx512f avx512_bf16 amx_bf16; do
   grep -m1 '^flags' /proc/cpuinfo | grep -qw "$f" && printf '%s ' "$f" || printf 'no-%s ' "$f"; done)"
 
 # ---- precisions: bf16 beside fp32 where the CPU runs it ------------------------------
-: >"$TMP/bf16_note"
-if [ -z "$PRECISION" ]; then
-  if "$BUILD/mha-gpt-bench" --check-precision bf16 >"$TMP/bf16_check" 2>&1; then
-    PRECISION=fp32,bf16
-  else
-    PRECISION=fp32
-    echo "bf16 skipped: $(sed 's/^bf16: not available: //' "$TMP/bf16_check")" \
-      | tee "$TMP/bf16_note"
-  fi
-else
-  "$BUILD/mha-gpt-bench" --check-precision "$PRECISION" >"$TMP/bf16_check" 2>&1 \
-    || { cat "$TMP/bf16_check" >&2; exit 2; }
-fi
+choose_precisions "$BUILD/mha-gpt-bench" "$TMP"
 echo "== precisions: $PRECISION"
 echo "$PRECISION" >"$TMP/precisions"
 
