@@ -192,6 +192,69 @@ static void rundir_log_survives_kills(void **state)
     free(orig);
 }
 
+/* A log written before its time and speed columns existed (here: made by removing them)
+ * is taken on resume: rewritten whole under the new header, its rows kept with the new
+ * columns empty, the rows after the checkpoint's step cut, and the new rows complete. */
+static void rundir_older_log_columns(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("a", "train " TINY " --steps 40 --warmup 2 --eval-every 20 "
+                              "--stop-after 30 --out o"), 0);
+    char *log = slurp("o/train_log.csv", NULL);
+    assert_non_null(log);
+    /* the old format: each line without its last two fields; one row past the checkpoint
+     * (step 31, as a killed process leaves) must be cut */
+    char *old = malloc(strlen(log) + 64), *o = old;
+    assert_non_null(old);
+    for (char *line = log; *line;) {
+        char *end = strchr(line, '\n');
+        assert_non_null(end);
+        char *cut = end;
+        for (int k = 0; k < 2; k++)
+            for (cut--; *cut != ','; cut--)
+                ;
+        memcpy(o, line, (size_t)(cut - line));
+        o += cut - line;
+        *o++ = '\n';
+        line = end + 1;
+    }
+    o += sprintf(o, "31,1,1,1,,\n");
+    write_file("o/train_log.csv", old, (size_t)(o - old));
+    assert_int_equal(gpt("b", "train --resume o/checkpoint.safetensors"), 0);
+    assert_false(file_exists("o/train_log.csv.incomplete"));
+    char *now = slurp("o/train_log.csv", NULL);
+    assert_non_null(now);
+    const char *head = "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss,time_s,"
+                       "tokens_per_s\n";
+    assert_int_equal(strncmp(now, head, strlen(head)), 0);
+    /* rows 1..30 as they were, two empty fields more; 31..40 new, with both filled */
+    const char *r = now + strlen(head);
+    for (int step = 1; step <= 40; step++) {
+        const char *e = strchr(r, '\n');
+        assert_non_null(e);
+        char want[16];
+        snprintf(want, sizeof want, "%d,", step);
+        assert_int_equal(strncmp(r, want, strlen(want)), 0);
+        if (step <= 30) {
+            const char *was = strstr(old, "\n");
+            for (int k = 1; k < step; k++)
+                was = strchr(was + 1, '\n');
+            const size_t len = (size_t)(strchr(was + 1, '\n') - was - 1);
+            assert_int_equal((size_t)(e - r), len + 2);
+            assert_int_equal(strncmp(r, was + 1, len), 0);
+            assert_int_equal(strncmp(r + len, ",,", 2), 0);
+        } else {
+            assert_true(e[-1] != ',' && e[-2] != ',');
+        }
+        r = e + 1;
+    }
+    assert_int_equal(*r, '\0');
+    free(now);
+    free(old);
+    free(log);
+}
+
 /* A log that lacks rows up to the checkpoint's step (here: cut by hand) is not dropped:
  * it is kept as train_log.csv.incomplete, said on stderr, and a new log goes on. */
 static void rundir_incomplete_log_kept(void **state)
@@ -634,6 +697,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(rundir_log_survives_kills, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_older_log_columns, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_incomplete_log_kept, tmpdir_setup,
                                         tmpdir_teardown),

@@ -167,12 +167,14 @@ size_t report_remove_stale_numbered(const char *dir, const char *prefix, size_t 
     return removed;
 }
 
-/* A new log at path holding the header and the step-0 row when h->init has a value,
- * written to a temporary and renamed. Returns its size. */
+/* A new log at path holding the header, the step-0 row when h->init has a value, and the
+ * rows of h (steps 1..h->n), written to a temporary and renamed. Returns its size. */
 static long long csv_new(const report_csv *c, const char *header, const report_history *h)
 {
-    size_t n = strlen(header);
-    char *buf = malloc(n + 2 + 64 * 32);
+    enum { ROW_CAP = 64 * 32 }; /* format_row's bound for one row */
+    const size_t n_head = strlen(header);
+    size_t n = n_head, cap = n_head + 2 + (h->n + 1) * (size_t)ROW_CAP;
+    char *buf = malloc(cap);
     if (!buf)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     memcpy(buf, header, n);
@@ -181,15 +183,35 @@ static long long csv_new(const report_csv *c, const char *header, const report_h
     for (size_t k = 0; k < h->cols; k++)
         has_init |= isfinite(h->init[k]) != 0;
     if (has_init)
-        n += format_row(c, buf + n, 64 * 32, 0, h->init, h->cols);
+        n += format_row(c, buf + n, ROW_CAP, 0, h->init, h->cols);
+    for (size_t i = 0; i < h->n; i++)
+        n += format_row(c, buf + n, ROW_CAP, i + 1, h->v + i * h->cols, h->cols);
     report_write_file(c->path, buf, n);
     free(buf);
     return (long long)n;
 }
 
+/* How the first line of an old log compares with this run's header: CSV_SAME, CSV_OLDER
+ * (the header of a log written before the last columns were added: `header` begins with
+ * it and a comma; *old_cols gets its number of value columns) or CSV_OTHER. */
+enum { CSV_SAME, CSV_OLDER, CSV_OTHER };
+static int csv_header_kind(const char *line, const char *header, size_t *old_cols)
+{
+    if (strcmp(line, header) == 0)
+        return CSV_SAME;
+    const size_t n = strlen(line);
+    if (strncmp(line, header, n) != 0 || header[n] != ',' || strchr(line, ',') == NULL)
+        return CSV_OTHER;
+    *old_cols = 0;
+    for (const char *p = line; *p; p++)
+        *old_cols += *p == ',';
+    return CSV_OLDER;
+}
+
 /* Read the rows 0..step of the log at path (f open) into h (see report_csv_open); the
- * offset just after the row of `step` into *keep. 1 if the log holds every row up to
- * `step` under this header, else 0 (h then empty). */
+ * offset just after the row of `step` into *keep. Returns CSV_SAME if the log holds every
+ * row up to `step` under this header, CSV_OLDER if it does under an older header (the
+ * columns it lacks are NaN in h), else CSV_OTHER (h then empty). */
 static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_t step,
                          long long *keep)
 {
@@ -197,11 +219,11 @@ static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_
     if (!row)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     char *line = NULL;
-    size_t cap = 0;
+    size_t cap = 0, cols = h->cols;
     ssize_t len;
     long long off = 0;
     uint64_t expect = 1;
-    int first = 1, ok = 0;
+    int first = 1, ok = 0, kind = CSV_OTHER;
     while (expect <= step && (len = getline(&line, &cap, f)) > 0) {
         off += len;
         if (line[len - 1] != '\n')
@@ -209,12 +231,15 @@ static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_
         if (first) {
             first = 0;
             line[len - 1] = '\0';
-            if (strcmp(line, header) != 0)
-                break; /* another program's log, or another version's */
+            kind = csv_header_kind(line, header, &cols);
+            if (kind == CSV_OTHER)
+                break; /* another program's log */
             continue;
         }
         unsigned long long s;
-        if (!parse_row(line, h->cols, &s, row))
+        for (size_t k = cols; k < h->cols; k++)
+            row[k] = NAN; /* a column the older log lacks */
+        if (!parse_row(line, cols, &s, row))
             break;
         if (s == 0 && expect == 1) { /* the evaluation before the first step */
             memcpy(h->init, row, h->cols * sizeof(double));
@@ -233,7 +258,7 @@ static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_
     free(row);
     if (!ok)
         h->n = 0;
-    return ok;
+    return ok ? kind : CSV_OTHER;
 }
 
 void report_csv_open(report_csv *c, const char *path, const char *header,
@@ -251,12 +276,17 @@ void report_csv_open(report_csv *c, const char *path, const char *header,
     int kept = 0; /* the old log goes on */
     if (old) {
         long long keep = 0;
-        const int ok = csv_read_back(old, header, h, step, &keep);
+        const int kind = csv_read_back(old, header, h, step, &keep);
         const int rd_err = ferror(old);
         fclose(old);
         if (rd_err)
             cli_die(CLI_EXIT_RUNTIME, "cannot read %s", path);
-        if (ok) {
+        if (kind == CSV_OLDER) {
+            /* a log from before the last columns were added: rewritten whole under the new
+             * header (a temporary renamed over it), the new columns empty up to `step` */
+            c->good = csv_new(c, header, h);
+            kept = 1;
+        } else if (kind == CSV_SAME) {
             /* cut the rows after `step`: one truncation at a line boundary, so a kill at
              * any moment leaves rows 1..step (and possibly the later ones) */
             if (truncate(path, (off_t)keep) != 0)

@@ -63,9 +63,12 @@ typedef struct report_csv {
  *  - step > 0: its rows 1..step (consecutive, as written by this module) are read back
  *    into h, and its step-0 row into h->init, so the log and curves cover the whole run;
  *    the rows after `step` (of a later checkpoint or of a killed process) are cut by
- *    truncating the file after the row of `step`. A log without every row up to `step`
- *    (or with another header) is not touched but renamed to "<path>.incomplete" (a
- *    message on stderr says so), and a new log starts with the rows after `step` (h empty).
+ *    truncating the file after the row of `step`. A log written before the header's last
+ *    columns existed (its header is a prefix of `header`) is read the same way, its
+ *    missing columns NaN, and rewritten whole under the new header (a temporary renamed
+ *    over it). A log without every row up to `step` (or with another header) is not
+ *    touched but renamed to "<path>.incomplete" (a message on stderr says so), and a new
+ *    log starts with the rows after `step` (h empty).
  * Exit 1 if the log cannot be read or written. */
 void report_csv_open(report_csv *c, const char *path, const char *header,
                      const char *const *fmts, report_history *h, uint64_t step);
