@@ -99,13 +99,31 @@ static void test_gpt_train_learns(void **state)
     for (size_t i = 0; i < n; i++)
         lines += csv[i] == '\n';
     assert_int_equal(lines, 201);
-    assert_non_null(strstr(csv, "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss\n"));
-    /* evaluations at steps 100 and 200 only: row 99 ends with two empty fields */
-    const char *r100 = strstr(csv, "\n100,"), *e100 = r100 ? strchr(r100 + 1, '\n') : NULL;
-    assert_non_null(e100);
-    assert_int_equal(strncmp(r100 - 2, ",,\n100,", 7), 0);
-    assert_true(e100[-1] != ',');
+    assert_non_null(strstr(csv, "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss,"
+                                "time_s,tokens_per_s\n"));
+    /* evaluations at steps 100 and 200 only: row 99 has two empty fields before the time */
+    const char *r99 = strstr(csv, "\n99,"), *r100 = strstr(csv, "\n100,");
+    assert_non_null(r99);
+    assert_non_null(r100);
+    double fv[8], prev_time = 0;
+    assert_int_equal(sscanf(r99 + 1, "%lf,%lf,%lf,%lf,,,%lf,%lf\n", &fv[0], &fv[1], &fv[2],
+                            &fv[3], &fv[6], &fv[7]), 6);
+    /* every row: the time since the start grows, and the step's speed is positive */
+    for (const char *row = strchr(csv, '\n') + 1; *row; row = strchr(row, '\n') + 1) {
+        const char *c = row;
+        for (int k = 0; k < 6; k++)
+            c = strchr(c, ',') + 1;
+        double tm, tok;
+        assert_int_equal(sscanf(c, "%lf,%lf", &tm, &tok), 2);
+        assert_true(tm >= prev_time);
+        assert_true(tok > 0);
+        prev_time = tm;
+    }
+    assert_true(prev_time > 0 && prev_time < 600);
     free(csv);
+    /* the progress lines (a pipe: plain lines) show the speed and the MFU */
+    assert_file_contains("l.out", " ms/step  MFU ");
+    assert_true(summary_number("l/summary.json", "mfu") > 0);
 
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/l/checkpoint.safetensors", tmpdir);
@@ -148,7 +166,7 @@ static void test_gpt_train_resume_bitwise(void **state)
         fail_msg("resume failed: %s", e ? e : "?");
     }
     assert_file_contains("res.out", "resumed from part/checkpoint.safetensors at step 20");
-    assert_same_file("full/train_log.csv", "part/train_log.csv");
+    assert_same_log("full/train_log.csv", "part/train_log.csv");
     assert_same_checkpoint("full/checkpoint.safetensors", "part/checkpoint.safetensors");
     assert_same_checkpoint("full/best.safetensors", "part/best.safetensors");
     assert_same_file("full/sample.txt", "part/sample.txt");
@@ -224,7 +242,7 @@ static void test_gpt_train_bf16(void **state)
     assert_file_contains("nock.err", "--precision bf16 (from the checkpoint) needs a CPU");
     assert_int_equal(
         gpt("res", "train --resume part/checkpoint.safetensors --threads 1 --out part"), 0);
-    assert_same_file("full/train_log.csv", "part/train_log.csv");
+    assert_same_log("full/train_log.csv", "part/train_log.csv");
     assert_same_checkpoint("full/checkpoint.safetensors", "part/checkpoint.safetensors");
     assert_same_checkpoint("full/best.safetensors", "part/best.safetensors");
     const double bf = summary_number("full/summary.json", "val_loss");

@@ -67,6 +67,10 @@ void assert_file_contains(const char *path, const char *needle);
 /* Fails the test unless both files can be read and are byte for byte the same. */
 void assert_same_file(const char *a, const char *b);
 
+/* Fails the test unless two train_log.csv files are the same but for the columns of the
+ * clock (time_s, tokens_per_s, words_per_s, found by name in each header). */
+void assert_same_log(const char *a, const char *b);
+
 /* The number at top-level key of the JSON file at path (a run's summary.json); fails the
  * test if the file cannot be read or parsed or the value is not a number (e.g. null). */
 double summary_number(const char *path, const char *key);

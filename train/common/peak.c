@@ -1,5 +1,5 @@
 /*
- * bench/peak.c — this machine's peak float32 FLOP rate (see peak.h).
+ * peak.c — this machine's peak float32 and bfloat16 FLOP rates (see peak.h).
  *
  * Each kernel keeps N independent accumulators a_0..a_{N-1} (vectors of L floats)
  * in registers and runs, `iters` times,
@@ -15,7 +15,7 @@
  * an accumulator gets two bf16 products added per instruction, 4 flops a lane.
  *
  * The kernels are compiled for their instruction sets with target attributes (the
- * rest of mha-bench stays baseline x86-64) and are only called after
+ * rest of the program stays baseline x86-64) and are only called after
  * __builtin_cpu_supports said the CPU has them.
  */
 #include "peak.h"
@@ -240,34 +240,57 @@ static double timed_run(const peak_loop *loop, int threads, long iters, double *
 /* The loops' results, kept where the compiler must assume someone reads them. */
 volatile double peak_sink;
 
-double peak_gflops(const peak_loop *loop, int threads, int runs, double seconds,
-                   int *actual_threads) {
-    if (threads < 1) threads = 1;
-    if (runs < 1) runs = 1;
-    if (runs > 63) runs = 63;
-    /* size a run on one thread: double the count until a run takes ≥ 10 ms */
+/* Time `runs` runs of `loop` on `threads` threads into t[runs] (seconds), each sized to take
+ * about `seconds`, after one untimed run; the flops of one run, or 0 if the loop's result
+ * shows it broken. *team: the team size OpenMP gave. */
+static double timed_runs(const peak_loop *loop, int threads, int runs, double seconds,
+                         double *t, int *team) {
+    /* size a run on one thread: double the count until a run takes >= 10 ms */
     double sum = 0;
-    int team = 1;
     long iters = 1L << 14;
-    double dt = timed_run(loop, 1, iters, &sum, &team);
+    double dt = timed_run(loop, 1, iters, &sum, team);
     while (dt < 0.01 && iters < (1L << 40)) {
         iters *= 2;
-        dt = timed_run(loop, 1, iters, &sum, &team);
+        dt = timed_run(loop, 1, iters, &sum, team);
     }
     double scaled = (double)iters * seconds / (dt > 0 ? dt : 1e-9);
     iters = scaled < 1024.0 ? 1024 : (long)scaled;
-    double t[64];
     for (int r = -1; r < runs; r++) { /* one untimed run: thread start-up, clock ramp */
-        double x = timed_run(loop, threads, iters, &sum, &team);
+        double x = timed_run(loop, threads, iters, &sum, team);
         if (r >= 0) t[r] = x;
     }
     /* every lane of every accumulator converges to 2c; a wrong sum means a broken loop */
     peak_sink = sum;
     if (!isfinite(sum) || sum <= 0) return 0.0;
+    return (double)loop->flops_per_lane * (double)*team * (double)iters *
+           (double)loop->accumulators * (double)loop->lanes;
+}
+
+double peak_gflops(const peak_loop *loop, int threads, int runs, double seconds,
+                   int *actual_threads) {
+    if (threads < 1) threads = 1;
+    if (runs < 1) runs = 1;
+    if (runs > 63) runs = 63;
+    double t[64];
+    int team = 1;
+    const double flops = timed_runs(loop, threads, runs, seconds, t, &team);
+    if (flops <= 0) return 0.0;
     qsort(t, (size_t)runs, sizeof t[0], cmp_dbl);
     double med = (runs % 2) ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
     if (actual_threads) *actual_threads = team;
-    double flops = (double)loop->flops_per_lane * (double)team * (double)iters *
-                   (double)loop->accumulators * (double)loop->lanes;
     return flops / med * 1e-9;
+}
+
+double peak_training_gflops(int bf16, int threads) {
+    peak_loop loop;
+    if (peak_describe(bf16 ? PEAK_ISA_AVX512_BF16 : PEAK_ISA_AUTO, &loop) != 0) return 0.0;
+    if (threads < 1) threads = 1;
+    /* the fastest of 8 short runs: a run that shared its core with another process is
+     * slower, never faster, so the fastest is the nearest to the machine's own peak */
+    double t[8];
+    int team = 1;
+    const double flops = timed_runs(&loop, threads, 8, 0.01, t, &team);
+    if (flops <= 0) return 0.0;
+    qsort(t, 8, sizeof t[0], cmp_dbl);
+    return flops / t[0] * 1e-9;
 }

@@ -1,5 +1,7 @@
 /*
- * bench/peak.h — this machine's peak float32 FLOP rate, measured (mha-bench).
+ * peak — this machine's peak float32 (and bfloat16) FLOP rate, measured: the denominator
+ * of mha-bench's peak fractions and of the training programs' MFU (model FLOPs
+ * utilisation: the model's FLOPs per second over this peak).
  *
  * A loop of independent fused multiply-adds on the widest vectors the CPU has
  * (picked at run time with __builtin_cpu_supports: AVX-512F, else AVX2+FMA, else
@@ -10,8 +12,8 @@
  * The loop measures how many of them a core retires per second: it does not assume
  * how many FMA units the core has or at which clock it runs them.
  */
-#ifndef MHA_BENCH_PEAK_H
-#define MHA_BENCH_PEAK_H
+#ifndef TRAIN_PEAK_H
+#define TRAIN_PEAK_H
 
 /* The instruction sets the loop can run, widest last. */
 typedef enum peak_isa {
@@ -54,5 +56,11 @@ int peak_describe(peak_isa isa, peak_loop *loop);
  * of the parallel region. *actual_threads gets the team size OpenMP gave (may be NULL). */
 double peak_gflops(const peak_loop *loop, int threads, int runs, double seconds,
                    int *actual_threads);
+
+/* For a training program's MFU: the peak GFLOP/s of the loop its products run on — the
+ * bfloat16 loop when bf16 != 0 (0 if the CPU lacks it), else the widest float32 loop —
+ * with `threads` threads: the fastest of 8 runs of ~10 ms (~0.1 s in all; a run slowed
+ * by another process on the core is discarded). 0 when it cannot be measured. */
+double peak_training_gflops(int bf16, int threads);
 
 #endif

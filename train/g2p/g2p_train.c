@@ -9,65 +9,24 @@
  * (weights only). checkpoint.safetensors (with AdamW moments and the data position)
  * every --ckpt-every steps and at the end; --resume continues bit for bit (1 thread).
  */
-#include "g2p_prog.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cJSON.h>
 #include <omp.h>
 
-#include "dist.h"
-#include "report.h"
+#include "g2p_train.h"
+#include "peak.h"
 #include "rundir.h"
-#include "svg.h"
 
-enum { H_LOSS, H_LR, H_GN, H_WER, H_PER, H_WER_S, H_PER_S, H_COLS };
 static const char *const CSV_HEADER =
-    "step,train_loss,lr,grad_norm,val_wer,val_per,val_wer_stress,val_per_stress";
-static const char *const CSV_FMTS[H_COLS] = {"%.9g", "%.9g", "%.9g", "%.6f",
-                                             "%.6f", "%.6f", "%.6f"};
+    "step,train_loss,lr,grad_norm,val_wer,val_per,val_wer_stress,val_per_stress,time_s,"
+    "words_per_s";
+static const char *const CSV_FMTS[H_COLS] = {"%.9g", "%.9g", "%.9g", "%.6f", "%.6f",
+                                             "%.6f", "%.6f", "%.3f", "%.1f"};
 enum { WINDOW_BATCHES = 64 };
 
-typedef struct trainer {
-    g2p_config cfg;
-    g2p_run r;
-    g2p_dict dict;
-    g2p_set set;
-    g2p_vocab reduced;         /* phones without stress                             */
-    int32_t *map;              /* [tgt.n] target id → reduced id                     */
-    size_t *order;             /* [n_train] this epoch's pronunciations, batched     */
-    size_t n_train;
-    uint64_t order_epoch;      /* the epoch `order` is for (UINT64_MAX: none yet)    */
-    size_t *plen;              /* [n_prons] sort key: source length · 64 + target's  */
-    int32_t *src, *tin, *tout; /* one batch [B, S], [B, T], [B, T]                   */
-    size_t *slen;
-    report_history hist;
-    g2p_decoder dec;
-    int rank0;                 /* this process writes files and prints (dist.h)      */
-    dist_grads *dg;            /* sums the gradients across ranks                    */
-    char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
-    const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
-} trainer;
-
-/* The log could not be written (report_csv_row has said so): say whether the last
- * checkpoint is intact before the exit. */
-static void log_failed(void *ctx)
-{
-    const trainer *t = ctx;
-    report_last_checkpoint(t->last_ckpt);
-}
-
-/* Save a checkpoint, or say whether the last one is intact and exit 1. */
-static void save_or_stop(trainer *t, const char *path, int with_moments)
-{
-    if (g2p_save(&t->r, &t->cfg, path, with_moments) == MHA_OK)
-        return;
-    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
-    report_last_checkpoint(t->last_ckpt);
-    exit(CLI_EXIT_RUNTIME);
-}
+/* ---- batches and evaluation -------------------------------------------------------------- */
 
 static const size_t *g_src_len;
 static int by_src_len(const void *a, const void *b)
@@ -157,185 +116,28 @@ static void evaluate(trainer *t, double *row)
     row[H_PER_S] = g2p_per(&st);
 }
 
-static void write_curves(const trainer *t, const char *path)
-{
-    const size_t n = t->hist.n;
-    double *x = calloc(n + 1, sizeof *x), *loss = calloc(n + 1, sizeof *loss);
-    double *sm = calloc(n + 1, sizeof *sm), *xe = calloc(n + 1, sizeof *xe);
-    double *wer = calloc(n + 1, sizeof *wer), *per = calloc(n + 1, sizeof *per);
-    if (!x || !loss || !sm || !xe || !wer || !per)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    size_t m = 0; /* the evaluated steps */
-    for (size_t i = 0; i < n; i++) {
-        x[i] = (double)(i + 1);
-        loss[i] = report_at(&t->hist, i, H_LOSS);
-        if (isfinite(report_at(&t->hist, i, H_WER))) {
-            xe[m] = x[i];
-            wer[m] = 100 * report_at(&t->hist, i, H_WER);
-            per[m] = 100 * report_at(&t->hist, i, H_PER);
-            m++;
-        }
-    }
-    report_smooth(loss, n, sm);
-    svg_series ls[2] = {{"batch loss", "#c6dbef", x, loss, n}, {"smoothed", "#08519c", x, sm, n}};
-    svg_series ws[2] = {{"validation WER (no stress)", "#cb181d", xe, wer, m},
-                        {"validation PER (no stress)", "#238b45", xe, per, m}};
-    svg_chart ch[2] = {{"label-smoothed cross-entropy per phone (nats)", "step", "loss", ls, 2,
-                        0, 0, 0},
-                       {"validation error rates (%), greedy", "step", "%", ws, 2, 0, 0, 0}};
-    if (svg_write_charts(path, ch, m ? 2 : 1, 900, 330) != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", path);
-    free(x);
-    free(loss);
-    free(sm);
-    free(xe);
-    free(wer);
-    free(per);
-}
+/* ---- setup ------------------------------------------------------------------------------ */
 
-/* Cross-attention heat maps of a few validation words: one file per decoder layer, the
- * heads side by side, letters across, phones down. Returns the files written. */
-static size_t write_alignments(trainer *t)
-{
-    const size_t nw = t->set.words_off[G2P_VALID + 1] - t->set.words_off[G2P_VALID];
-    size_t files = 0;
-    /* the first three validation words of 7 to 10 letters (long enough to show an
-     * alignment, short enough to read) */
-    for (size_t k = 0, i = 0; k < 3 && i < nw; i++) {
-        const size_t w = t->set.word_idx[t->set.words_off[G2P_VALID] + i];
-        const size_t letters = t->set.src_off[w + 1] - t->set.src_off[w];
-        if (letters < 7 || letters > 10)
-            continue;
-        const size_t p = t->set.pron_off[w];
-        size_t S, T;
-        const size_t ls = t->set.src_off[w + 1] - t->set.src_off[w];
-        const size_t lt = t->set.tgt_off[p + 1] - t->set.tgt_off[p] + 1;
-        char err[256];
-        if (g2p_batch(&t->set, &p, 1, ls, lt, t->src, t->tin, t->tout, err, sizeof err))
-            continue;
-        S = ls;
-        T = lt;
-        size_t len1 = S;
-        cli_check(mha_s2s_forward(t->r.m, 0, 1, S, t->src, &len1, T, t->tin, NULL, NULL),
-                  "forward");
-        const char **rl = calloc(T, sizeof *rl), **cl = calloc(S, sizeof *cl);
-        if (!rl || !cl)
-            cli_die(CLI_EXIT_RUNTIME, "out of memory");
-        for (size_t j = 0; j < S; j++)
-            cl[j] = t->r.src.sym[t->src[j]];
-        for (size_t q = 0; q < T; q++)
-            rl[q] = t->r.tgt.sym[t->tout[q]];
-        for (size_t l = 0; l < t->cfg.dec_layers; l++) {
-            const float *wts;
-            size_t shape[4];
-            if (mha_s2s_cross_attention(t->r.m, l, &wts, shape) != MHA_OK)
-                continue;
-            char path[CLI_PATH_CAP + 96], title[256];
-            snprintf(path, sizeof path, "%s/alignment_%zu_layer%zu.svg", t->cfg.out, k, l);
-            snprintf(title, sizeof title, "%s: cross-attention of decoder layer %zu",
-                     t->dict.words[w].text, l);
-            report_heatmaps(path, title, shape[1], shape[2], shape[3], wts, rl, cl);
-            files++;
-        }
-        free(rl);
-        free(cl);
-        k++;
-    }
-    return files;
-}
-
-static void write_summary(const trainer *t, const char *path, double wall, int completed,
-                          size_t n_params, const double *last)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "format", "mha-g2p-summary 1");
-    cJSON_AddItemToObject(root, "config", report_config_json(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS,
-                                                             &t->cfg));
-    cJSON_AddNumberToObject(root, "parameters", (double)n_params);
-    cJSON_AddNumberToObject(root, "steps_done", (double)t->r.step);
-    cJSON_AddBoolToObject(root, "completed", completed);
-    cJSON_AddNumberToObject(root, "wall_seconds", wall);
-    cJSON_AddNumberToObject(root, "train_pronunciations", (double)t->n_train);
-    cJSON_AddNumberToObject(root, "epochs", (double)t->r.step * (double)t->cfg.batch /
-                                                (double)(t->n_train ? t->n_train : 1));
-    cJSON_AddNumberToObject(root, "best_step", (double)t->r.best_step);
-    if (isfinite(t->r.best_wer))
-        cJSON_AddNumberToObject(root, "best_val_wer", t->r.best_wer);
-    if (isfinite(last[H_WER])) {
-        cJSON *v = cJSON_AddObjectToObject(root, "last_validation");
-        cJSON_AddNumberToObject(v, "wer", last[H_WER]);
-        cJSON_AddNumberToObject(v, "per", last[H_PER]);
-        cJSON_AddNumberToObject(v, "wer_stress", last[H_WER_S]);
-        cJSON_AddNumberToObject(v, "per_stress", last[H_PER_S]);
-    }
-    report_write_json(root, path, 1);
-}
-
-/* Several ranks: every rank takes rank 0's weights, AdamW moments and training state, and
- * gets the gradient combiner. One rank: nothing to share, and the combiner does nothing. */
-static void share_rank0_state(trainer *t)
-{
-    g2p_run *r = &t->r;
-    float **grads = calloc(r->n_pt + 1, sizeof *grads);
-    size_t *numel = calloc(r->n_pt + 1, sizeof *numel);
-    if (!grads || !numel)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    for (size_t i = 0; i < r->n_pt; i++) {
-        cli_check(mha_s2s_tensor(r->m, i, NULL, NULL, &grads[i]), "model tensors");
-        numel[i] = r->pt[i].numel;
-    }
-    t->dg = dist_grads_create_list(grads, numel, r->n_pt);
-    free(grads);
-    free(numel);
-    if (!t->dg)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    t->rank0 = dist_rank() == 0;
-    if (dist_size() == 1)
-        return;
-    for (size_t i = 0; i < r->n_pt; i++) {
-        dist_bcast(r->pt[i].p, r->pt[i].numel * sizeof(float));
-        dist_bcast(r->pt[i].m, r->pt[i].numel * sizeof(float));
-        dist_bcast(r->pt[i].v, r->pt[i].numel * sizeof(float));
-    }
-    uint64_t u[8] = {r->step, r->optim_t, r->rng[0], r->rng[1], r->epoch, r->batch_in_epoch,
-                     r->call_index, r->best_step};
-    double d[2] = {r->best_wer, r->elapsed};
-    dist_bcast(u, sizeof u);
-    dist_bcast(d, sizeof d);
-    r->step = u[0];
-    r->optim_t = u[1];
-    r->rng[0] = u[2];
-    r->rng[1] = u[3];
-    r->epoch = u[4];
-    r->batch_in_epoch = u[5];
-    r->call_index = u[6];
-    r->best_step = u[7];
-    r->best_wer = d[0];
-    r->elapsed = d[1];
-    cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
-    cli_check(mha_s2s_set_call_index(r->m, r->call_index), "model");
-}
-
-/* Parse the options, read the data (and a checkpoint), build the model. */
-static void setup(trainer *t, int argc, char **argv, int first)
+/* The options and, with --resume, the checkpoint's configuration and vocabularies; the
+ * checks that need no data. Returns the open checkpoint (NULL without --resume). */
+static st_file *read_options(trainer *t, int argc, char **argv, int first, int *given,
+                             g2p_vocab *src, g2p_vocab *tgt, char *what, size_t what_cap)
 {
     g2p_config *c = &t->cfg;
     g2p_defaults(c);
     const char **vals = calloc(G2P_N_TRAIN_OPTS, sizeof *vals);
-    int *given = calloc(G2P_N_TRAIN_OPTS, sizeof *given);
-    if (!vals || !given)
+    if (!vals)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     cli_collect(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, argc, argv, first, vals);
     cli_apply(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, vals, c);
     for (size_t k = 0; k < G2P_N_TRAIN_OPTS; k++)
         given[k] = vals[k] != NULL;
+    free(vals);
     st_file *ck = NULL;
-    g2p_vocab src = {0}, tgt = {0};
-    char what[CLI_PATH_CAP + 32];
     if (c->resume[0]) {
-        snprintf(what, sizeof what, "cannot resume from %s", c->resume);
+        snprintf(what, what_cap, "cannot resume from %s", c->resume);
         g2p_config keep = *c;
-        ck = g2p_open_checkpoint(c->resume, what, given, c, &src, &tgt);
+        ck = g2p_open_checkpoint(c->resume, what, given, c, src, tgt);
         if (!given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "out")])
             cli_dirname(c->resume, c->out, sizeof c->out);
         snprintf(c->resume, sizeof c->resume, "%s", keep.resume);
@@ -360,17 +162,20 @@ static void setup(trainer *t, int argc, char **argv, int first)
     cli_check_precision(c->precision,
                         given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "precision")] ||
                             !c->resume[0]);
-    /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its
-     * own around each call): --threads 1 means one thread for the whole step */
-    omp_set_num_threads(c->threads);
-    /* several ranks: the same options, dictionary and checkpoint, before any decision */
-    dist_agree_inputs(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, c, c->data, c->resume);
+    return ck;
+}
+
+/* The dictionary, its vocabularies (unless a checkpoint gave them) and the split; the
+ * model's positions from the data (a new model) or checked against them. */
+static void read_data(trainer *t, int resumed, g2p_vocab *src, g2p_vocab *tgt)
+{
+    g2p_config *c = &t->cfg;
     char err[2 * CLI_PATH_CAP] = "";
     if (g2p_dict_read(c->data, c->format, &t->dict, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
-    if (!ck && g2p_vocab_build(&t->dict, &src, &tgt, err, sizeof err) != MHA_OK)
+    if (!resumed && g2p_vocab_build(&t->dict, src, tgt, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
-    if (g2p_set_encode(&t->dict, &src, &tgt, &t->set, err, sizeof err) != MHA_OK)
+    if (g2p_set_encode(&t->dict, src, tgt, &t->set, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
     t->n_train = t->set.prons_off[G2P_TRAIN + 1] - t->set.prons_off[G2P_TRAIN];
     if (t->n_train < c->batch)
@@ -378,7 +183,7 @@ static void setup(trainer *t, int argc, char **argv, int first)
                 c->data, t->n_train, c->batch);
     if (c->batch < (size_t)dist_size())
         cli_die_usage("--batch %zu is below the number of ranks (%d)", c->batch, dist_size());
-    if (!ck) { /* positions from the data; fixed for the model's life */
+    if (!resumed) { /* positions from the data; fixed for the model's life */
         if (!c->src_context)
             c->src_context = t->set.max_src;
         if (!c->tgt_context)
@@ -389,9 +194,14 @@ static void setup(trainer *t, int argc, char **argv, int first)
                 "%s: a word of %zu symbols or a pronunciation of %zu tokens does not fit the "
                 "model's %zu source and %zu target positions", c->data, t->set.max_src,
                 t->set.max_tgt, c->src_context, c->tgt_context);
-    g2p_check_memory(c, src.n, tgt.n); /* before the model, and before the directory */
+}
+
+/* The run's id (the checkpoint's; one from before run ids gets a new one); rank 0 claims
+ * --out: no other process in it, no other run's checkpoints (exit 2). */
+static void claim_out_dir(trainer *t, const st_file *ck)
+{
+    g2p_config *c = &t->cfg;
     cli_prepare_out_dir(c->out);
-    /* the run's id: the checkpoint's (one from before run ids gets a new one) */
     const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
     if (!rundir_id_valid(ck_id))
         ck_id = NULL;
@@ -399,14 +209,23 @@ static void setup(trainer *t, int argc, char **argv, int first)
         snprintf(c->run_id, sizeof c->run_id, "%s", ck_id);
     else
         rundir_new_id(c->run_id);
-    if (dist_rank() == 0) { /* one run per directory: no other process, no other run */
+    if (dist_rank() == 0) {
         static const char *const files[] = {"checkpoint.safetensors", "best.safetensors"};
         rundir_lock(c->out);
         rundir_claim(c->out, files, 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
     }
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
-    g2p_run_create(&t->r, c, &src, &tgt, c->batch, 1);
+}
+
+/* The model and AdamW (from the checkpoint when there is one: then closed), the same on
+ * every rank; the batch buffers, the batches' sort key, the stress map, the decoder. */
+static void build_model(trainer *t, st_file *ck, const char *what, g2p_vocab *src,
+                        g2p_vocab *tgt)
+{
+    g2p_config *c = &t->cfg;
+    char err[2 * CLI_PATH_CAP] = "";
+    g2p_run_create(&t->r, c, src, tgt, c->batch, 1);
     t->r.rng[0] = c->seed;
     t->r.rng[1] = 7;
     if (ck) {
@@ -418,9 +237,8 @@ static void setup(trainer *t, int argc, char **argv, int first)
         t->r.elapsed = c->elapsed;
         st_free(ck);
     }
-    g2p_vocab_free(&src);
-    g2p_vocab_free(&tgt);
-    share_rank0_state(t);
+    g2p_share_rank0_state(t);
+    cli_check(mha_s2s_param_count(t->r.m, &t->n_params), "model");
     t->map = calloc(t->r.tgt.n, sizeof *t->map);
     t->order = calloc(t->n_train, sizeof *t->order);
     t->plen = calloc(t->set.n_prons, sizeof *t->plen);
@@ -440,164 +258,241 @@ static void setup(trainer *t, int argc, char **argv, int first)
     if (g2p_stress_map(&t->r.tgt, &t->reduced, t->map, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_RUNTIME, "%s", err);
     g2p_decoder_init(&t->dec, t->r.m, 1, 1, 1.0);
-    free(vals);
-    free(given);
 }
 
-int g2p_train_main(int argc, char **argv, int first)
+static void print_header(const trainer *t)
 {
-    static trainer tr;
-    trainer *t = &tr;
-    setup(t, argc, argv, first);
     const g2p_config *c = &t->cfg;
-    report_catch_stop_signals();
-    report_history_init(&t->hist, H_COLS);
-    char csv_path[CLI_PATH_CAP + 64], path[CLI_PATH_CAP + 64];
-    snprintf(csv_path, sizeof csv_path, "%s/train_log.csv", c->out);
-    report_csv csv = {0};
-    t->last_ckpt = c->resume[0] ? c->resume : NULL;
-    if (t->rank0)
-        report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
-    csv.on_fail = log_failed;
-    csv.ctx = t;
-    size_t n_params;
-    cli_check(mha_s2s_param_count(t->r.m, &n_params), "model");
     printf("mha-g2p train: %s: %zu words (%zu training, %zu validation, %zu test), %zu "
            "pronunciations, %zu lines skipped\n", c->data, t->dict.n_words,
            t->set.words_off[1] - t->set.words_off[0], t->set.words_off[2] - t->set.words_off[1],
            t->set.words_off[3] - t->set.words_off[2], t->dict.n_prons, t->dict.skipped);
     printf("  model: %zu + %zu layers, dim %zu, %zu heads, MLP %zu, %zu parameters; %zu "
            "source and %zu target symbols\n", c->enc_layers, c->dec_layers, c->dim, c->heads,
-           c->mlp_dim ? c->mlp_dim : 4 * c->dim, n_params, t->r.src.n, t->r.tgt.n);
+           c->mlp_dim ? c->mlp_dim : 4 * c->dim, t->n_params, t->r.src.n, t->r.tgt.n);
     printf("  %llu steps of %zu pronunciations, AdamW lr %g (warm-up %llu, cosine to %g), "
            "dropout %g, label smoothing %g, %d threads, %s\n", (unsigned long long)c->steps,
            c->batch, c->lr, (unsigned long long)c->warmup, c->min_lr, c->dropout,
            c->label_smoothing, c->threads, CLI_PRECISION_NAMES[c->precision]);
     if (c->resume[0])
         printf("  resumed from %s at step %llu\n", c->resume, (unsigned long long)t->r.step);
+    if (t->clk.peak > 0)
+        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s): the MFU's denominator\n",
+               t->clk.peak, CLI_PRECISION_NAMES[c->precision], c->threads,
+               dist_size() > 1 ? " a rank, all ranks" : "");
     fflush(stdout);
+}
+
+/* Parse the options, read the data (and a checkpoint), agree across ranks, claim --out,
+ * build the model, open the log, say what the run is. */
+static void setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
+{
+    g2p_config *c = &t->cfg;
+    int given[64] = {0};
+    g2p_vocab src = {0}, tgt = {0};
+    char what[CLI_PATH_CAP + 32];
+    st_file *ck = read_options(t, argc, argv, first, given, &src, &tgt, what, sizeof what);
+    /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its
+     * own around each call): --threads 1 means one thread for the whole step */
+    omp_set_num_threads(c->threads);
+    /* several ranks: the same options, dictionary and checkpoint, before any decision */
+    dist_agree_inputs(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, c, c->data, c->resume);
+    read_data(t, ck != NULL, &src, &tgt);
+    g2p_check_memory(c, src.n, tgt.n); /* before the model, and before the directory */
+    claim_out_dir(t, ck);
+    build_model(t, ck, what, &src, &tgt);
+    g2p_vocab_free(&src);
+    g2p_vocab_free(&tgt);
+    report_catch_stop_signals();
+    report_history_init(&t->hist, H_COLS);
+    snprintf(t->csv_path, sizeof t->csv_path, "%s/train_log.csv", c->out);
+    t->last_ckpt = c->resume[0] ? c->resume : NULL;
+    if (t->rank0)
+        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    csv->on_fail = g2p_log_failed;
+    csv->ctx = t;
+    for (size_t k = 0; k < H_COLS; k++)
+        t->last[k] = NAN;
+    /* the MFU's denominator: every rank's peak, measured at once (they share the cores) */
+    t->clk.peak = peak_training_gflops(c->precision == MHA_PRECISION_BF16, c->threads);
+    dist_sum(&t->clk.peak, 1);
+    if (t->rank0)
+        print_header(t);
+}
+
+/* ---- the loop ---------------------------------------------------------------------------- */
+
+/* Model FLOPs of one training step on `rows` pairs padded to S letters and T phones,
+ * counting each multiply-add of a matrix product as 2 and backward as twice forward (3×
+ * forward in all), as for the GPT: per source position and encoder layer 8·C² (Q, K, V,
+ * output), 4·C·M (the MLP) and 4·S·C (Q·Kᵀ, P·V); per target position and decoder layer
+ * 8·C² + 4·T·C (self-attention), 4·C² + 4·S·C (cross-attention's Q, output and products),
+ * 4·C·M, and 2·C·V for the read-out; per source position and decoder layer 4·C² (the
+ * cross-attention's K and V of the encoder's output). */
+static double step_flops(const trainer *t, size_t rows, size_t S, size_t T)
+{
+    const g2p_config *c = &t->cfg;
+    const double C = (double)c->dim, M = (double)(c->mlp_dim ? c->mlp_dim : 4 * c->dim);
+    const double s = (double)S, u = (double)T, Le = (double)c->enc_layers;
+    const double Ld = (double)c->dec_layers, V = (double)t->r.tgt.n;
+    const double enc = s * Le * (8 * C * C + 4 * C * M + 4 * s * C);
+    const double dec = u * (Ld * (12 * C * C + 4 * u * C + 4 * s * C + 4 * C * M) + 2 * C * V) +
+                       s * Ld * 4 * C * C;
+    return 3 * (double)rows * (enc + dec);
+}
+
+/* One training step on this rank's rows of the next batch: the loss (of the whole batch),
+ * the gradient norm before clipping, the learning rate used; the batch's rows and padded
+ * sizes into *rows, *S, *T. */
+static void train_step(trainer *t, const mha_lr_schedule *sched, double *loss, double *gn,
+                       double *lr, size_t *rows_out, size_t *S_out, size_t *T_out)
+{
+    const g2p_config *c = &t->cfg;
+    size_t S, T;
+    const size_t rows = next_batch(t, &S, &T);
+    /* this rank's rows [b0, b0 + nb) of the step's batch (all of it with one rank); its
+     * mean loss counts by its share of the batch's scored positions */
+    size_t b0, nb;
+    dist_share(rows, &b0, &nb);
+    double scored[2] = {0, 0}; /* this rank's, the batch's */
+    for (size_t i = 0; i < rows * T; i++)
+        if (t->tout[i] >= 0) {
+            scored[1] += 1;
+            scored[0] += i >= b0 * T && i < (b0 + nb) * T;
+        }
+    const double share = scored[1] > 0 ? scored[0] / scored[1] : 0;
+    *loss = *gn = *lr = 0;
+    cli_check(mha_s2s_zero_grad(t->r.m), "zero_grad");
+    if (nb > 0) { /* a rank with no row of an epoch's short last batch adds zeros */
+        cli_check(mha_s2s_set_dropout_batch_offset(t->r.m, b0), "dropout offset");
+        cli_check(mha_s2s_forward(t->r.m, 1, nb, S, t->src + b0 * S, t->slen + b0, T,
+                                  t->tin + b0 * T, t->tout + b0 * T, loss), "forward");
+    } else { /* and advances its dropout counter as the training forward would */
+        uint64_t ci;
+        cli_check(mha_s2s_get_call_index(t->r.m, &ci), "model");
+        cli_check(mha_s2s_set_call_index(t->r.m, ci + 1), "model");
+    }
+    if (dist_size() > 1) {
+        *loss *= share; /* the batch's mean: Σ_r share_r · mean_r */
+        dist_sum(loss, 1);
+    }
+    if (!isfinite(*loss))
+        cli_die(CLI_EXIT_NONFINITE, "the training loss is %g at step %llu: lower --lr or "
+                "--clip", *loss, (unsigned long long)t->r.step + 1);
+    dist_grads_begin(t->dg, share);
+    if (nb > 0)
+        cli_check(mha_s2s_backward(t->r.m), "backward");
+    dist_grads_finish(t->dg);
+    int st = mha_optim_clip_grad_norm(t->r.opt, c->clip > 0 ? c->clip : INFINITY, gn);
+    if (st == MHA_OK)
+        st = mha_lr_at(sched, t->r.step, lr);
+    if (st == MHA_OK)
+        st = mha_optim_step(t->r.opt, *lr);
+    if (st == MHA_ENONFINITE)
+        cli_die(CLI_EXIT_NONFINITE, "a gradient is not finite at step %llu",
+                (unsigned long long)t->r.step + 1);
+    cli_check(st, "optimizer step");
+    t->r.step++;
+    t->r.batch_in_epoch++;
+    *rows_out = rows;
+    *S_out = S;
+    *T_out = T;
+}
+
+/* After a step: the state a checkpoint holds, the best checkpoint after a better WER, the
+ * latest every --ckpt-every (rank 0 writes). */
+static void save_due(trainer *t, int eval_now, const double *row, uint64_t end)
+{
+    const g2p_config *c = &t->cfg;
+    uint64_t ci;
+    cli_check(mha_s2s_get_call_index(t->r.m, &ci), "model");
+    t->r.call_index = ci;
+    cli_check(mha_optim_get_step(t->r.opt, &t->r.optim_t), "optimizer");
+    if (eval_now && row[H_WER] < t->r.best_wer) {
+        t->r.best_wer = row[H_WER];
+        t->r.best_step = t->r.step;
+        if (t->rank0)
+            g2p_save_or_stop(t, t->best_path, 0);
+    }
+    if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end && t->rank0) {
+        g2p_save_or_stop(t, t->ckpt_path, 1);
+        t->last_ckpt = t->ckpt_path;
+    }
+}
+
+/* The progress line: the step's loss, the last validation, the speed of the training
+ * steps since the last line (ms a step, MFU, words/s; evaluations excluded), the time. */
+static void show_progress(trainer *t, report_progress *prog, int eval_now, double loss,
+                          double lr, uint64_t end)
+{
+    const g2p_config *c = &t->cfg;
+    g2p_clock *k = &t->clk;
+    if (!eval_now && !(prog->tty && report_progress_due(prog, t->r.step == end)))
+        return;
+    char els[32], val[48] = "-", mfu[32] = "";
+    report_duration(t->r.elapsed, els, sizeof els);
+    if (isfinite(t->last[H_WER]))
+        snprintf(val, sizeof val, "WER %.2f%% PER %.2f%%", 100 * t->last[H_WER],
+                 100 * t->last[H_PER]);
+    const double ms = k->win_steps ? 1e3 * k->win_s / (double)k->win_steps : 0;
+    if (k->win_s > 0 && k->peak > 0)
+        snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * k->win_flops / k->win_s /
+                                                      (k->peak * 1e9));
+    /* the most wanted first: a terminal narrower than the line cuts its end */
+    report_progress_show(prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  %.1f ms/step%s  "
+                         "elapsed %s  %.0f words/s", prog->tty ? "  " : "",
+                         (unsigned long long)t->r.step, (unsigned long long)c->steps, loss, val,
+                         lr, ms, mfu, els,
+                         k->win_s > 0 ? (double)k->win_words / k->win_s : 0);
+    k->win_s = k->win_flops = 0;
+    k->win_steps = k->win_words = 0;
+    if (eval_now) /* each evaluation keeps its line on a terminal */
+        report_progress_end(prog);
+}
+
+/* Train from the current step to `end` (--steps, --stop-after, or a stop signal). */
+static void train_loop(trainer *t, report_csv *csv, report_progress *prog, uint64_t end)
+{
+    const g2p_config *c = &t->cfg;
     const mha_lr_schedule sched = {.base_lr = c->lr, .min_lr = c->min_lr,
                                    .warmup_steps = c->warmup, .total_steps = c->steps};
-    const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
-    report_progress prog;
-    report_progress_start(&prog);
-    report_progress_mode(&prog, c->progress, dist_with_mpi());
     const double t0 = report_now(), elapsed0 = t->r.elapsed;
-    double last[H_COLS] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN};
-    uint64_t pairs = 0;
+    g2p_clock *k = &t->clk;
     while (t->r.step < end) {
-        size_t S, T;
-        const size_t rows = next_batch(t, &S, &T);
-        /* this rank's rows [b0, b0 + nb) of the step's batch (all of it with one rank); its
-         * mean loss counts by its share of the batch's scored positions */
-        size_t b0, nb;
-        dist_share(rows, &b0, &nb);
-        double scored[2] = {0, 0}; /* this rank's, the batch's */
-        for (size_t i = 0; i < rows * T; i++)
-            if (t->tout[i] >= 0) {
-                scored[1] += 1;
-                scored[0] += i >= b0 * T && i < (b0 + nb) * T;
-            }
-        const double share = scored[1] > 0 ? scored[0] / scored[1] : 0;
-        double loss = 0, gn = 0, lr = 0;
-        cli_check(mha_s2s_zero_grad(t->r.m), "zero_grad");
-        if (nb > 0) { /* a rank with no row of an epoch's short last batch adds zeros */
-            cli_check(mha_s2s_set_dropout_batch_offset(t->r.m, b0), "dropout offset");
-            cli_check(mha_s2s_forward(t->r.m, 1, nb, S, t->src + b0 * S, t->slen + b0, T,
-                                      t->tin + b0 * T, t->tout + b0 * T, &loss), "forward");
-        } else { /* and advances its dropout counter as the training forward would */
-            uint64_t ci;
-            cli_check(mha_s2s_get_call_index(t->r.m, &ci), "model");
-            cli_check(mha_s2s_set_call_index(t->r.m, ci + 1), "model");
-        }
-        if (dist_size() > 1) {
-            loss *= share; /* the batch's mean: Σ_r share_r · mean_r */
-            dist_sum(&loss, 1);
-        }
-        if (!isfinite(loss))
-            cli_die(CLI_EXIT_NONFINITE, "the training loss is %g at step %llu: lower --lr or "
-                    "--clip", loss, (unsigned long long)t->r.step + 1);
-        dist_grads_begin(t->dg, share);
-        if (nb > 0)
-            cli_check(mha_s2s_backward(t->r.m), "backward");
-        dist_grads_finish(t->dg);
-        int st = mha_optim_clip_grad_norm(t->r.opt, c->clip > 0 ? c->clip : INFINITY, &gn);
-        if (st == MHA_OK)
-            st = mha_lr_at(&sched, t->r.step, &lr);
-        if (st == MHA_OK)
-            st = mha_optim_step(t->r.opt, lr);
-        if (st == MHA_ENONFINITE)
-            cli_die(CLI_EXIT_NONFINITE, "a gradient is not finite at step %llu",
-                    (unsigned long long)t->r.step + 1);
-        cli_check(st, "optimizer step");
-        t->r.step++;
-        t->r.batch_in_epoch++;
-        pairs += rows;
-        double row[H_COLS] = {loss, lr, gn, NAN, NAN, NAN, NAN};
+        double loss, gn, lr;
+        size_t rows, S, T;
+        const double ts = report_now();
+        train_step(t, &sched, &loss, &gn, &lr, &rows, &S, &T);
+        const double step_s = report_now() - ts;
+        k->train_s += step_s;
+        k->win_s += step_s;
+        k->win_flops += step_flops(t, rows, S, T);
+        k->win_steps++;
+        k->win_words += rows;
+        double row[H_COLS] = {loss, lr, gn, NAN, NAN, NAN, NAN, NAN, (double)rows / step_s};
         const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
         if (eval_now) {
-            if (prog.tty)
-                report_progress_show(&prog, "  step %llu/%llu  evaluating...",
+            if (prog->tty)
+                report_progress_show(prog, "  step %llu/%llu  evaluating...",
                                      (unsigned long long)t->r.step, (unsigned long long)c->steps);
             evaluate(t, row);
             dist_bcast(row + H_WER, 4 * sizeof(double)); /* every rank decides on rank 0's */
-            memcpy(last, row, sizeof last);
+            memcpy(t->last, row, sizeof t->last);
         }
+        t->r.elapsed = elapsed0 + (report_now() - t0);
+        row[H_TIME] = t->r.elapsed;
         report_history_push(&t->hist, row);
         if (t->rank0)
-            report_csv_row(&csv, t->r.step, row, H_COLS);
-        t->r.elapsed = elapsed0 + (report_now() - t0);
-        uint64_t ci;
-        cli_check(mha_s2s_get_call_index(t->r.m, &ci), "model");
-        t->r.call_index = ci;
-        cli_check(mha_optim_get_step(t->r.opt, &t->r.optim_t), "optimizer");
-        if (eval_now && row[H_WER] < t->r.best_wer) {
-            t->r.best_wer = row[H_WER];
-            t->r.best_step = t->r.step;
-            if (t->rank0)
-                save_or_stop(t, t->best_path, 0);
-        }
-        if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end && t->rank0) {
-            report_csv_flush(&csv);
-            save_or_stop(t, t->ckpt_path, 1);
-            t->last_ckpt = t->ckpt_path;
-        }
-        const double el = report_now() - t0;
-        char els[32], val[48] = "-";
-        report_duration(elapsed0 + el, els, sizeof els);
-        if (isfinite(last[H_WER]))
-            snprintf(val, sizeof val, "WER %.2f%% PER %.2f%%", 100 * last[H_WER],
-                     100 * last[H_PER]);
-        if (eval_now || (prog.tty && report_progress_due(&prog, t->r.step == end)))
-            report_progress_show(&prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  "
-                                 "%.0f words/s  %s", prog.tty ? "  " : "",
-                                 (unsigned long long)t->r.step, (unsigned long long)c->steps,
-                                 loss, val, lr, (double)pairs / (el > 0 ? el : 1e-9), els);
-        if (eval_now) /* each evaluation keeps its line on a terminal */
-            report_progress_end(&prog);
+            report_csv_row(csv, t->r.step, row, H_COLS);
+        save_due(t, eval_now, row, end);
+        show_progress(t, prog, eval_now, loss, lr, end);
         if (dist_any(report_stop_signal()))
             break; /* every rank at this step; a second signal ends the process */
     }
-    report_progress_end(&prog);
-    const int completed = t->r.step == c->steps;
-    const int sig = report_stop_signal();
-    size_t nfig = 0;
-    if (t->rank0) {
-        report_csv_close(&csv);
-        save_or_stop(t, t->ckpt_path, 1);
-        snprintf(path, sizeof path, "%s/curves.svg", c->out);
-        if (t->hist.n)
-            write_curves(t, path);
-        report_remove_stale_numbered(c->out, "alignment_", 0, ".svg");
-        nfig = write_alignments(t);
-        snprintf(path, sizeof path, "%s/summary.json", c->out);
-        write_summary(t, path, t->r.elapsed, completed, n_params, last);
-    }
-    dist_barrier(); /* the files are written before any rank exits */
-    printf("%s step %llu in %.0f s: best validation WER %.2f%% (step %llu); files in %s "
-           "(%zu alignment pictures)\n", completed ? "finished at" : "stopped at",
-           (unsigned long long)t->r.step, t->r.elapsed, 100 * t->r.best_wer,
-           (unsigned long long)t->r.best_step, c->out, nfig);
+}
+
+static void trainer_free(trainer *t)
+{
     dist_grads_destroy(t->dg);
     g2p_decoder_free(&t->dec);
     g2p_run_destroy(&t->r);
@@ -612,5 +507,41 @@ int g2p_train_main(int argc, char **argv, int first)
     free(t->tin);
     free(t->tout);
     free(t->slen);
+}
+
+int g2p_train_main(int argc, char **argv, int first)
+{
+    static trainer tr;
+    trainer *t = &tr;
+    report_csv csv = {0};
+    setup(t, argc, argv, first, &csv);
+    const g2p_config *c = &t->cfg;
+    const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
+    report_progress prog;
+    report_progress_start(&prog);
+    report_progress_mode(&prog, c->progress, dist_with_mpi());
+    train_loop(t, &csv, &prog, end);
+    report_progress_end(&prog);
+    const int completed = t->r.step == c->steps;
+    const int sig = report_stop_signal();
+    size_t nfig = 0;
+    if (t->rank0) {
+        char path[CLI_PATH_CAP + 64];
+        report_csv_close(&csv);
+        g2p_save_or_stop(t, t->ckpt_path, 1);
+        snprintf(path, sizeof path, "%s/curves.svg", c->out);
+        if (t->hist.n)
+            g2p_write_curves(t, path);
+        report_remove_stale_numbered(c->out, "alignment_", 0, ".svg");
+        nfig = g2p_write_alignments(t);
+        snprintf(path, sizeof path, "%s/summary.json", c->out);
+        g2p_write_summary(t, path, t->r.elapsed, completed);
+    }
+    dist_barrier(); /* the files are written before any rank exits */
+    printf("%s step %llu in %.0f s: best validation WER %.2f%% (step %llu); files in %s "
+           "(%zu alignment pictures)\n", completed ? "finished at" : "stopped at",
+           (unsigned long long)t->r.step, t->r.elapsed, 100 * t->r.best_wer,
+           (unsigned long long)t->r.best_step, c->out, nfig);
+    trainer_free(t);
     return sig ? 128 + sig : 0;
 }

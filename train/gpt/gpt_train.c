@@ -24,11 +24,13 @@
 #include <unistd.h>
 
 #include "gpt_train.h"
+#include "peak.h"
 
 /* The log's columns (history columns H_* in gpt_train.h). */
 static const char *const CSV_HEADER =
-    "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss";
-static const char *const CSV_FMTS[H_COLS] = {"%.17g", "%.17g", "%.17g", "%.17g", "%.17g"};
+    "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss,time_s,tokens_per_s";
+static const char *const CSV_FMTS[H_COLS] = {"%.17g", "%.17g", "%.17g", "%.17g",
+                                             "%.17g", "%.3f",  "%.0f"};
 
 /* ---- evaluation -------------------------------------------------------------------------- */
 
@@ -156,41 +158,6 @@ static int params_finite(const gpt_run *r)
     return 1;
 }
 
-/* last_ckpt: the last checkpoint this run resumed from or wrote, NULL if none. Every rank
- * stops at the same step: the losses and gradients tested are sums across ranks. */
-static int stop_nonfinite(const trainer *t, int tty, const char *what, const char *last_ckpt)
-{
-    if (!t->rank0)
-        return CLI_EXIT_NONFINITE; /* every rank sees the same sums; rank 0 says it */
-    fprintf(stderr, "%s%s: stopped at step %llu: %s is non-finite (NaN or inf); try a smaller "
-            "--lr or --clip. ", tty ? "\n" : "", cli_program(),
-            (unsigned long long)t->r.step + 1, what);
-    if (last_ckpt)
-        fprintf(stderr, "The last checkpoint (%s) is intact.\n", last_ckpt);
-    else
-        fprintf(stderr, "No checkpoint was written (--ckpt-every %llu).\n",
-                (unsigned long long)t->cfg.ckpt_every);
-    return CLI_EXIT_NONFINITE;
-}
-
-/* The log could not be written (report_csv_row has said so): say whether the last
- * checkpoint is intact before the exit. */
-static void log_failed(void *ctx)
-{
-    const trainer *t = ctx;
-    report_last_checkpoint(t->last_ckpt);
-}
-
-/* A checkpoint could not be saved (gpt_save_checkpoint has said why; the file it was to
- * replace is untouched): say whether the last one is intact, exit 1. */
-static void save_failed(const trainer *t) __attribute__((noreturn));
-static void save_failed(const trainer *t)
-{
-    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
-    report_last_checkpoint(t->last_ckpt);
-    exit(CLI_EXIT_RUNTIME);
-}
-
 /* Evaluation steps in (from, to]: multiples of --eval-every and the last step --steps. */
 static uint64_t evals_between(const gpt_run_config *c, uint64_t from, uint64_t to)
 {
@@ -200,68 +167,69 @@ static uint64_t evals_between(const gpt_run_config *c, uint64_t from, uint64_t t
            (to == c->steps && c->steps % c->eval_every != 0);
 }
 
-/* ---- the command ----------------------------------------------------------------------- */
+/* ---- the command: setup ------------------------------------------------------------------ */
 
-int gpt_train_main(int argc, char **argv, int first)
+/* The options and, with --resume, the checkpoint's configuration and state; the checks
+ * that need no data. Returns the open checkpoint (NULL without --resume). */
+static st_file *read_options(trainer *t, int argc, char **argv, int first, int *explicit_opt,
+                             char *what, size_t what_cap, int *n_threads)
 {
-    static trainer tr; /* static: zeroed, and large path buffers off the stack */
-    trainer *t = &tr;
-    t->t_start = report_now();
-    int explicit_opt[64] = {0};
     parse_train_options(t, argc, argv, first, explicit_opt);
     gpt_run_config *c = &t->cfg;
     st_file *ck = NULL;
     text_vocab *ck_vocab = NULL;
-    char what[CLI_PATH_CAP + 32];
-    uint64_t ck_step = 0, ck_made = 0;
     if (c->resume[0]) {
-        snprintf(what, sizeof what, "cannot resume from %s", c->resume);
+        snprintf(what, what_cap, "cannot resume from %s", c->resume);
         ck = gpt_open_checkpoint(c->resume, what, explicit_opt, c, &ck_vocab);
         if (!explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "out")])
             cli_dirname(c->resume, c->out, sizeof c->out); /* the checkpoint's directory */
-        gpt_resume_state(ck, what, &ck_step, &ck_made, &t->elapsed0);
+        gpt_resume_state(ck, what, &t->ck_step, &t->ck_made, &t->elapsed0);
+        t->ck_vocab_n = text_vocab_size(ck_vocab);
+        text_vocab_free(ck_vocab);
     }
     check_options(c, explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "warmup")]);
     const int threads_given = explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "threads")];
     if (dist_size() > 1 && !threads_given)
         c->threads = 1; /* the ranks share the cores */
-    const int n_threads = cli_check_threads(c->threads, threads_given || !c->resume[0]);
+    *n_threads = cli_check_threads(c->threads, threads_given || !c->resume[0]);
     cli_check_precision(c->precision,
                         explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "precision")] ||
                             !c->resume[0]);
     if ((size_t)dist_size() > c->batch)
         cli_die_usage("invalid value '%zu' for --batch: less than the %d ranks (each rank "
                       "trains on a share of the batch's windows)", c->batch, dist_size());
-    t->rank0 = dist_rank() == 0;
-    dist_share(c->batch, &t->b_first, &t->b_count);
-    t->cap_b = (c->batch + (size_t)dist_size() - 1) / (size_t)dist_size();
-    load_data(t);
-    /* several ranks: the same options, text and checkpoint as rank 0, before any decision */
-    dist_agree_inputs(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, c, c->data, c->resume);
-    if (ck && strcmp(st_meta(ck, "vocab"), t->vocab_text) != 0)
+    return ck;
+}
+
+/* With a checkpoint: its vocabulary must be the text's, and --steps beyond its step.
+ * Returns 1 when the run is finished already (nothing to do: said on stdout). */
+static int check_resume(const trainer *t, const st_file *ck, const char *what)
+{
+    const gpt_run_config *c = &t->cfg;
+    if (strcmp(st_meta(ck, "vocab"), t->vocab_text) != 0) {
         cli_die(CLI_EXIT_USAGE, "%s: the vocabulary of --data %s (%zu characters) differs from "
                 "the checkpoint's (%zu)", what, c->data,
-                text_vocab_size(text_corpus_vocab(t->corpus)), text_vocab_size(ck_vocab));
-    text_vocab_free(ck_vocab);
-    if (ck) {
-        if (ck_step == c->steps) { /* finished, and no larger --steps: nothing to do */
-            printf("%s: %s is a finished run (step %llu of --steps %llu); nothing to do. To "
-                   "train it further, resume with a larger --steps (e.g. --steps %llu).\n",
-                   cli_program(), c->resume, (unsigned long long)ck_step,
-                   (unsigned long long)c->steps, (unsigned long long)(2 * c->steps));
-            st_free(ck);
-            trainer_free(t);
-            return 0;
-        }
-        if (ck_step > c->steps)
-            cli_die_usage("invalid value '%llu' for --steps: the checkpoint %s is at step %llu "
-                          "already; give more steps than that", (unsigned long long)c->steps,
-                          c->resume, (unsigned long long)ck_step);
+                text_vocab_size(text_corpus_vocab(t->corpus)), t->ck_vocab_n);
     }
-    /* before anything large is allocated, and before the directory is claimed */
-    gpt_check_memory(c, text_vocab_size(text_corpus_vocab(t->corpus)), t->cap_b,
-                     text_corpus_len(t->corpus));
-    /* the run's id: the checkpoint's (one from before run ids gets a new one) */
+    if (t->ck_step == c->steps) { /* finished, and no larger --steps: nothing to do */
+        printf("%s: %s is a finished run (step %llu of --steps %llu); nothing to do. To "
+               "train it further, resume with a larger --steps (e.g. --steps %llu).\n",
+               cli_program(), c->resume, (unsigned long long)t->ck_step,
+               (unsigned long long)c->steps, (unsigned long long)(2 * c->steps));
+        return 1;
+    }
+    if (t->ck_step > c->steps)
+        cli_die_usage("invalid value '%llu' for --steps: the checkpoint %s is at step %llu "
+                      "already; give more steps than that", (unsigned long long)c->steps,
+                      c->resume, (unsigned long long)t->ck_step);
+    return 0;
+}
+
+/* The run's id (the checkpoint's; one from before run ids gets a new one); rank 0 makes
+ * --out and claims it: no other process in it, no other run's checkpoints (exit 2). */
+static void claim_out_dir(trainer *t, const st_file *ck)
+{
+    const gpt_run_config *c = &t->cfg;
     const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
     if (!rundir_id_valid(ck_id))
         ck_id = NULL;
@@ -271,11 +239,17 @@ int gpt_train_main(int argc, char **argv, int first)
         rundir_new_id(t->run_id);
     if (t->rank0) {
         cli_prepare_out_dir(c->out); /* exit 2 before the model is built */
-        /* one run per directory: no other process in it, no other run's checkpoints */
         static const char *const files[] = {"checkpoint.safetensors", "best.safetensors"};
         rundir_lock(c->out);
         rundir_claim(c->out, files, 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
     }
+}
+
+/* The model, AdamW and the batch generator, from the checkpoint when there is one (then
+ * closed), the same on every rank; the gradient exchange. */
+static void build_model(trainer *t, st_file *ck, const char *what, int n_threads)
+{
+    const gpt_run_config *c = &t->cfg;
     openblas_set_num_threads(n_threads);
     /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its own
      * around each call): --threads 1 means one thread for the whole step (same bits) */
@@ -295,31 +269,44 @@ int gpt_train_main(int argc, char **argv, int first)
     t->dg = dist_grads_create(t->r.g, (dist_sync)c->grad_sync);
     if (!t->dg)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    size_t n_params = 0;
-    cli_check(mha_gpt_param_count(t->r.g, &n_params), "model");
+    cli_check(mha_gpt_param_count(t->r.g, &t->n_params), "model");
+}
 
+/* Model FLOPs of one training step of the whole batch, counting each multiply-add of a
+ * matrix product as 2 and backward as twice forward (3× forward in all), as nanoGPT's
+ * MFU does: per token and block 24·C² (Q, K, V, the output projection and the MLP of
+ * 4C) and 4·T·C (Q·Kᵀ and P·V over the whole window), and 2·C·V for the read-out. */
+static double step_flops(const gpt_run_config *c, size_t V)
+{
+    const double C = (double)c->dim, T = (double)c->context, L = (double)c->layers;
+    const double fwd_per_token = L * (24 * C * C + 4 * T * C) + 2 * C * (double)V;
+    return 3 * fwd_per_token * (double)c->batch * T;
+}
+
+/* Paths of the run's files in --out, the stale temporaries removed, the signals caught,
+ * the log opened (a resumed run's rows read back into the history). */
+static void open_outputs(trainer *t, report_csv *csv)
+{
+    const gpt_run_config *c = &t->cfg;
     if (t->rank0)
         report_make_dirs(c->out);
-    char csv_path[CLI_PATH_CAP + 64], sum_path[CLI_PATH_CAP + 64], svg_path[CLI_PATH_CAP + 64],
-        smp_path[CLI_PATH_CAP + 64];
-    snprintf(csv_path, sizeof csv_path, "%s/train_log.csv", c->out);
+    snprintf(t->csv_path, sizeof t->csv_path, "%s/train_log.csv", c->out);
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
-    snprintf(sum_path, sizeof sum_path, "%s/summary.json", c->out);
-    snprintf(svg_path, sizeof svg_path, "%s/loss.svg", c->out);
-    snprintf(smp_path, sizeof smp_path, "%s/sample.txt", c->out);
+    snprintf(t->sum_path, sizeof t->sum_path, "%s/summary.json", c->out);
+    snprintf(t->svg_path, sizeof t->svg_path, "%s/loss.svg", c->out);
+    snprintf(t->smp_path, sizeof t->smp_path, "%s/sample.txt", c->out);
     if (t->rank0) {
         ckpt_remove_stale(t->ckpt_path); /* temporaries of killed saves */
         ckpt_remove_stale(t->best_path);
     }
     report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
-    report_csv csv = {0};
     t->last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
-        report_csv_open(&csv, csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
-    csv.on_fail = log_failed;
-    csv.ctx = t;
+        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+    csv->on_fail = gpt_log_failed;
+    csv->ctx = t;
     t->last_ev[0] = t->last_ev[1] = NAN;
     for (size_t i = t->hist.n; i-- > 0;) /* the last evaluation in a resumed log */
         if (isfinite(report_at(&t->hist, i, H_EVVA))) {
@@ -328,13 +315,18 @@ int gpt_train_main(int argc, char **argv, int first)
             t->last_ev_step = t->r.step - t->hist.n + i + 1;
             break;
         }
+}
 
+static void print_header(const trainer *t)
+{
+    const gpt_run_config *c = &t->cfg;
     printf("mha-gpt train: %s (%zu characters%s, vocabulary %zu; train %zu, validation %zu)\n"
            "  %zu block(s), %zu heads, dim %zu, context %zu, %zu parameters, dropout %g\n"
            "  AdamW lr %g (warm-up %llu, cosine to %g), beta2 %g, weight decay %g%s, clip %g, "
            "batch %zu, %llu steps, seed %llu, threads %d, %s, out %s\n",
-           c->data, text_corpus_len(t->corpus), c->utf8 ? ", UTF-8" : "", V, t->len[0],
-           t->len[1], c->layers, c->heads, c->dim, c->context, n_params, c->dropout, c->lr,
+           c->data, text_corpus_len(t->corpus), c->utf8 ? ", UTF-8" : "",
+           text_vocab_size(text_corpus_vocab(t->corpus)), t->len[0], t->len[1], c->layers,
+           c->heads, c->dim, c->context, t->n_params, c->dropout, c->lr,
            (unsigned long long)c->warmup, c->min_lr, c->beta2, c->weight_decay,
            c->decay_all ? " (all tensors)" : " (matmul weights)", c->clip, c->batch,
            (unsigned long long)c->steps, (unsigned long long)c->seed, c->threads,
@@ -346,176 +338,244 @@ int gpt_train_main(int argc, char **argv, int first)
                                                  : "after backward");
     if (c->resume[0])
         printf("  resumed from %s at step %llu%s\n", c->resume, (unsigned long long)t->r.step,
-               ck_made != c->steps ? " (--steps changed: the remaining steps follow the "
-                                     "schedule of the new --steps)" : "");
+               t->ck_made != c->steps ? " (--steps changed: the remaining steps follow the "
+                                        "schedule of the new --steps)" : "");
+    if (t->clk.peak > 0)
+        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s): the MFU's denominator, "
+               "%.3g GFLOP a step\n", t->clk.peak, CLI_PRECISION_NAMES[c->precision],
+               c->threads, dist_size() > 1 ? " a rank, all ranks" : "",
+               t->clk.flops_step * 1e-9);
     fflush(stdout);
+}
 
+/* Parse, check, read the data and the checkpoint, agree across ranks, claim --out, build
+ * the model, open the log, say what the run is. Returns 1 when there is nothing to do. */
+static int setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
+{
+    int explicit_opt[64] = {0};
+    char what[CLI_PATH_CAP + 32];
+    int n_threads;
+    st_file *ck = read_options(t, argc, argv, first, explicit_opt, what, sizeof what,
+                               &n_threads);
+    gpt_run_config *c = &t->cfg;
+    t->rank0 = dist_rank() == 0;
+    dist_share(c->batch, &t->b_first, &t->b_count);
+    t->cap_b = (c->batch + (size_t)dist_size() - 1) / (size_t)dist_size();
+    load_data(t);
+    /* several ranks: the same options, text and checkpoint as rank 0, before any decision */
+    dist_agree_inputs(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, c, c->data, c->resume);
+    if (ck && check_resume(t, ck, what)) {
+        st_free(ck);
+        return 1;
+    }
+    /* before anything large is allocated, and before the directory is claimed */
+    gpt_check_memory(c, text_vocab_size(text_corpus_vocab(t->corpus)), t->cap_b,
+                     text_corpus_len(t->corpus));
+    claim_out_dir(t, ck);
+    build_model(t, ck, what, n_threads);
+    open_outputs(t, csv);
+    /* the MFU's denominator: every rank's peak, measured at once (they share the cores) */
+    t->clk.flops_step = step_flops(c, text_vocab_size(text_corpus_vocab(t->corpus)));
+    t->clk.peak = peak_training_gflops(c->precision == MHA_PRECISION_BF16, n_threads);
+    dist_sum(&t->clk.peak, 1);
+    if (t->rank0)
+        print_header(t);
+    return 0;
+}
+
+/* ---- the command: the loop ------------------------------------------------------------- */
+
+/* One training step on this rank's slice of the batch: the loss (of the whole batch), the
+ * gradient norm before clipping, the learning rate used. Returns 0, or the exit status of
+ * a non-finite loss or gradient (said on stderr). */
+static int train_step(trainer *t, const mha_lr_schedule *sched, int tty, double *loss,
+                      double *gn, double *lr)
+{
+    const gpt_run_config *c = &t->cfg;
+    const size_t B = c->batch, T = c->context, nr = (size_t)dist_size();
+    const double share = (double)t->b_count / (double)B; /* exactly 1 with one rank */
+    char err[256];
+    *gn = *lr = 0;
+    /* the step's B windows, the same on every rank; this rank trains on its slice */
+    cli_check(text_batch(t->ids[0], t->len[0], B, T, &t->rng, t->tok, t->tgt, err, sizeof err),
+              "training batch");
+    cli_check(mha_gpt_zero_grad(t->r.g), "zero_grad");
+    cli_check(mha_gpt_forward(t->r.g, 1, t->b_count, T, t->tok + t->b_first * T,
+                              t->tgt + t->b_first * T, loss), "forward");
+    if (nr > 1) {
+        *loss *= share; /* the global batch's mean: Σ_r share_r · mean_r */
+        dist_sum(loss, 1);
+    }
+    if (!isfinite(*loss))
+        return gpt_stop_nonfinite(t, tty, "the training loss", t->last_ckpt);
+    dist_grads_begin(t->dg, share);
+    cli_check(mha_gpt_backward(t->r.g), "backward");
+    dist_grads_finish(t->dg);
+    int st = mha_optim_clip_grad_norm(t->r.opt, c->clip, gn);
+    if (st == MHA_OK)
+        st = mha_lr_at(sched, t->r.step, lr);
+    if (st == MHA_OK)
+        st = mha_optim_step(t->r.opt, *lr);
+    if (st == MHA_ENONFINITE)
+        return gpt_stop_nonfinite(t, tty, "a gradient", t->last_ckpt);
+    cli_check(st, "optimizer step");
+    t->r.step++;
+    return 0;
+}
+
+/* The evaluation of both splits into row[H_EVTR], row[H_EVVA] (and last_ev). Returns 0 or
+ * the exit status of a non-finite loss. */
+static int evaluate_now(trainer *t, report_progress *prog, double *row)
+{
+    const double te = report_now();
+    if (prog->tty)
+        report_progress_show(prog, "  step %llu/%llu  evaluating (%zu batches per split)...",
+                             (unsigned long long)t->r.step, (unsigned long long)t->cfg.steps,
+                             t->cfg.eval_batches);
+    row[H_EVTR] = t->last_ev[0] = evaluate(t, 0);
+    row[H_EVVA] = t->last_ev[1] = evaluate(t, 1);
+    t->last_ev_step = t->r.step;
+    t->clk.eval_s += report_now() - te;
+    t->clk.n_eval++;
+    if (!isfinite(row[H_EVTR]) || !isfinite(row[H_EVVA]))
+        return gpt_stop_nonfinite(t, prog->tty, "the evaluation loss", t->last_ckpt);
+    return 0;
+}
+
+/* The best checkpoint after a better validation loss, the latest every --ckpt-every. */
+static void save_due(trainer *t, int eval_now, const double *row, uint64_t end)
+{
+    const gpt_run_config *c = &t->cfg;
+    if (eval_now && row[H_EVVA] < t->r.best_val) {
+        t->r.best_val = row[H_EVVA];
+        t->r.best_step = t->r.step;
+        if (gpt_save_checkpoint(t, t->best_path) != MHA_OK)
+            gpt_save_failed(t);
+    }
+    if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
+        if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
+            gpt_save_failed(t);
+        t->last_ckpt = t->ckpt_path;
+    }
+}
+
+/* The progress line: the step's losses, the speed of the training steps since the last
+ * line (ms a step, tokens/s, MFU; evaluations excluded), the time spent and left. */
+static void show_progress(trainer *t, report_progress *prog, int eval_now, double loss,
+                          double lr, uint64_t step0, uint64_t end)
+{
+    const gpt_run_config *c = &t->cfg;
+    loop_clock *k = &t->clk;
+    if (!eval_now && !(prog->tty && report_progress_due(prog, t->r.step == end)))
+        return;
+    /* time left: the remaining steps at this process's training speed and the remaining
+     * evaluations at their measured mean cost (before the first: 2 · eval-batches
+     * forwards, each a third of a training step) */
+    const double done = (double)(t->r.step - step0), train_s = k->train_s;
+    const double per_eval = k->n_eval ? k->eval_s / (double)k->n_eval
+                                      : train_s / done / 3 * 2 * (double)c->eval_batches;
+    char left[32], els[32], val[32] = "-", mfu[32] = "";
+    report_duration((double)(end - t->r.step) * train_s / done +
+                        (double)evals_between(c, t->r.step, end) * per_eval,
+                    left, sizeof left);
+    report_duration(t->elapsed0 + report_now() - t->t_start, els, sizeof els);
+    if (isfinite(t->last_ev[1]))
+        snprintf(val, sizeof val, "%.4f", t->last_ev[1]);
+    const double ms = k->win_steps ? 1e3 * k->win_s / (double)k->win_steps : 0;
+    if (ms > 0 && k->peak > 0)
+        snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * k->flops_step / (ms * 1e-3) /
+                                                      (k->peak * 1e9));
+    /* the most wanted first: a terminal narrower than the line cuts its end */
+    report_progress_show(prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  %.1f ms/step%s  "
+                         "left %s  elapsed %s  %.0f tok/s", prog->tty ? "  " : "",
+                         (unsigned long long)t->r.step, (unsigned long long)c->steps, loss,
+                         val, lr, ms, mfu, left, els,
+                         ms > 0 ? (double)(c->batch * c->context) / (ms * 1e-3) : 0);
+    k->win_s = 0;
+    k->win_steps = 0;
+    if (eval_now)
+        report_progress_end(prog); /* each evaluation keeps its line on a terminal */
+}
+
+/* Train from the current step to `end` (--steps, or --stop-after, or a stop signal).
+ * Returns 0, or the exit status of a non-finite value. */
+static int train_loop(trainer *t, report_csv *csv, report_progress *prog, uint64_t end)
+{
+    const gpt_run_config *c = &t->cfg;
     const mha_lr_schedule sched = {.base_lr = c->lr, .min_lr = c->min_lr,
                                    .warmup_steps = c->warmup, .total_steps = c->steps};
-    const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
-    const size_t B = c->batch, T = c->context;
-    report_progress prog;
-    report_progress_start(&prog);
-    report_progress_mode(&prog, c->progress, dist_with_mpi());
     const uint64_t step0 = t->r.step;
+    const double tokens = (double)(c->batch * c->context);
+    loop_clock *k = &t->clk;
     const double t_loop = report_now();
-    double t_eval = 0; /* seconds of the evaluations in this process, and how many */
-    unsigned long n_eval = 0;
-    char err[256];
-    const size_t nr = (size_t)dist_size();
-    const double share = (double)t->b_count / (double)B; /* exactly 1 with one rank */
-    int stopped = 0; /* a rank was sent SIGINT or SIGTERM */
     while (t->r.step < end) {
-        double loss, gn = 0, lr = 0;
-        /* the step's B windows, the same on every rank; this rank trains on its slice */
-        cli_check(text_batch(t->ids[0], t->len[0], B, T, &t->rng, t->tok, t->tgt, err,
-                             sizeof err), "training batch");
-        cli_check(mha_gpt_zero_grad(t->r.g), "zero_grad");
-        cli_check(mha_gpt_forward(t->r.g, 1, t->b_count, T, t->tok + t->b_first * T,
-                                  t->tgt + t->b_first * T, &loss), "forward");
-        if (nr > 1) {
-            loss *= share; /* the global batch's mean: Σ_r share_r · mean_r */
-            dist_sum(&loss, 1);
-        }
-        if (!isfinite(loss))
-            return stop_nonfinite(t, prog.tty, "the training loss", t->last_ckpt);
-        dist_grads_begin(t->dg, share);
-        cli_check(mha_gpt_backward(t->r.g), "backward");
-        dist_grads_finish(t->dg);
-        int st = mha_optim_clip_grad_norm(t->r.opt, c->clip, &gn);
-        if (st == MHA_OK)
-            st = mha_lr_at(&sched, t->r.step, &lr);
-        if (st == MHA_OK)
-            st = mha_optim_step(t->r.opt, lr);
-        if (st == MHA_ENONFINITE)
-            return stop_nonfinite(t, prog.tty, "a gradient", t->last_ckpt);
-        cli_check(st, "optimizer step");
-        t->r.step++;
+        double loss, gn, lr;
+        const double ts = report_now();
+        int rc = train_step(t, &sched, prog->tty, &loss, &gn, &lr);
+        if (rc)
+            return rc;
+        const double step_s = report_now() - ts;
+        k->train_s += step_s;
+        k->win_s += step_s;
+        k->win_steps++;
         /* An update can still overflow for an absurd --lr: the next forward's loss shows
          * it; checkpoints are checked before they are written (a full scan per step
          * would cost ~1 ms of a ~20 ms step). */
         const int save_now = (c->ckpt_every && t->r.step % c->ckpt_every == 0 &&
                               t->r.step != end) || t->r.step == end;
-        if ((save_now || t->r.step % c->eval_every == 0) && !params_finite(&t->r))
-            return stop_nonfinite(t, prog.tty, "a parameter or AdamW moment after the update",
-                                  t->last_ckpt);
-        double row[H_COLS] = {loss, lr, gn, NAN, NAN};
         const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
-        if (eval_now) {
-            const double te = report_now();
-            if (prog.tty)
-                report_progress_show(&prog, "  step %llu/%llu  evaluating (%zu batches per "
-                                     "split)...", (unsigned long long)t->r.step,
-                                     (unsigned long long)c->steps, c->eval_batches);
-            row[H_EVTR] = t->last_ev[0] = evaluate(t, 0);
-            row[H_EVVA] = t->last_ev[1] = evaluate(t, 1);
-            t->last_ev_step = t->r.step;
-            t_eval += report_now() - te;
-            n_eval++;
-            if (!isfinite(row[H_EVTR]) || !isfinite(row[H_EVVA]))
-                return stop_nonfinite(t, prog.tty, "the evaluation loss", t->last_ckpt);
-        }
+        if ((save_now || eval_now) && !params_finite(&t->r))
+            return gpt_stop_nonfinite(t, prog->tty, "a parameter or AdamW moment after the update",
+                                  t->last_ckpt);
+        double row[H_COLS] = {loss, lr, gn, NAN, NAN, NAN, tokens / step_s};
+        if (eval_now && (rc = evaluate_now(t, prog, row)) != 0)
+            return rc;
+        row[H_TIME] = t->elapsed0 + report_now() - t->t_start;
         report_history_push(&t->hist, row);
         if (t->rank0)
-            report_csv_row(&csv, t->r.step, row, H_COLS);
-        if (eval_now && row[H_EVVA] < t->r.best_val) {
-            t->r.best_val = row[H_EVVA];
-            t->r.best_step = t->r.step;
-            if (gpt_save_checkpoint(t, t->best_path) != MHA_OK)
-                save_failed(t);
-        }
-        if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
-            if (t->rank0)
-                report_csv_flush(&csv);
-            if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
-                save_failed(t);
-            t->last_ckpt = t->ckpt_path;
-        }
-        /* time left: the remaining steps at this process's training speed (evaluations
-         * excluded) and the remaining evaluations at their measured mean cost (before the
-         * first: 2 · eval-batches forwards, each a third of a training step) */
-        const double now = report_now(), el = now - t->t_start, tl = now - t_loop;
-        const double done = (double)(t->r.step - step0), train_s = tl - t_eval;
-        const double sps = done / (tl > 0 ? tl : 1e-9);
-        const double per_eval = n_eval ? t_eval / (double)n_eval
-                                       : train_s / done / 3 * 2 * (double)c->eval_batches;
-        char left[32], els[32], val[32] = "-";
-        report_duration((double)(end - t->r.step) * train_s / done +
-                            (double)evals_between(c, t->r.step, end) * per_eval,
-                        left, sizeof left);
-        report_duration(t->elapsed0 + el, els, sizeof els);
-        if (isfinite(t->last_ev[1]))
-            snprintf(val, sizeof val, "%.4f", t->last_ev[1]);
-        if (eval_now || (prog.tty && report_progress_due(&prog, t->r.step == end)))
-            report_progress_show(&prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  %.0f tok/s"
-                                 "  elapsed %s  left %s", prog.tty ? "  " : "",
-                                 (unsigned long long)t->r.step, (unsigned long long)c->steps,
-                                 loss, val, lr, sps * (double)(B * T), els, left);
-        if (eval_now)
-            report_progress_end(&prog); /* each evaluation keeps its line on a terminal */
-        if ((stopped = dist_any(report_stop_signal())))
+            report_csv_row(csv, t->r.step, row, H_COLS);
+        save_due(t, eval_now, row, end);
+        show_progress(t, prog, eval_now, loss, lr, step0, end);
+        if ((t->stopped = dist_any(report_stop_signal())))
             break; /* finish as at --stop-after (every rank at this step); a second signal
                       ends the process */
     }
-    const double t_steps = report_now() - t_loop; /* the loop, evaluations included */
-    t->loop_s = t_steps;
-    t->eval_s = t_eval;
+    t->loop_s = report_now() - t_loop; /* the loop, evaluations included */
+    t->eval_s = k->eval_s;
     t->loop_steps = t->r.step - step0;
+    return 0;
+}
+
+int gpt_train_main(int argc, char **argv, int first)
+{
+    static trainer tr; /* static: zeroed, and large path buffers off the stack */
+    trainer *t = &tr;
+    t->t_start = report_now();
+    report_csv csv = {0};
+    if (setup(t, argc, argv, first, &csv)) {
+        trainer_free(t);
+        return 0; /* a finished run: nothing to do */
+    }
+    const gpt_run_config *c = &t->cfg;
+    const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
+    report_progress prog;
+    report_progress_start(&prog);
+    report_progress_mode(&prog, c->progress, dist_with_mpi());
+    const int rc = train_loop(t, &csv, &prog, end);
+    if (rc)
+        return rc;
     report_progress_end(&prog);
     if (t->rank0)
         report_csv_close(&csv);
     if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
-        save_failed(t);
+        gpt_save_failed(t);
     const int completed = t->r.step == c->steps;
-    const double tok_s = t_steps > 0 ? (double)((t->r.step - step0) * B * T) / t_steps : 0;
+    const double tok_s = t->loop_s > 0 ? (double)(t->loop_steps * c->batch * c->context) /
+                                             t->loop_s : 0;
     const int sig = report_stop_signal();
-    if (!t->rank0) { /* rank 0 writes the files; exit after it (mpirun ends the job when a
-                        rank exits non-zero, as after a signal) */
-        dist_barrier();
-        trainer_free(t);
-        return sig ? 128 + sig : 0; /* stopped for another rank's signal: as --stop-after */
-    }
-
-    gpt_write_loss_svg(t, svg_path, t->r.step);
-    const size_t heat = c->attention == MHA_ATTN_STORED ? gpt_write_attention_svgs(t) : 0;
-    report_remove_stale_numbered(c->out, "attention_layer", heat, ".svg");
-    char *sample = NULL;
-    if (!completed)
-        printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
-               (unsigned long long)t->r.step, (unsigned long long)c->steps,
-               sig ? report_signal_name(sig) : stopped ? "a signal to another rank"
-                                                       : "--stop-after", t->ckpt_path);
-    if (isfinite(t->last_ev[1]))
-        printf("validation loss %.4f, training %.4f (evaluated at step %llu; best validation "
-               "%.4f at step %llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
-               (unsigned long long)t->last_ev_step, t->r.best_val,
-               (unsigned long long)t->r.best_step, tok_s);
-    if (c->sample_chars > 0) {
-        const int32_t nl = 0; /* start from the first symbol (the newline in most texts) */
-        printf("sample (%zu characters, seed %llu, temperature 1):\n", c->sample_chars,
-               (unsigned long long)c->seed);
-        fflush(stdout);
-        gpt_generate(t->r.g, text_corpus_vocab(t->corpus), &nl, 1, c->sample_chars, 1.0, 0,
-                     c->seed, stdout, &sample);
-        printf("\n");
-        report_write_file(smp_path, sample, strlen(sample));
-    }
-    /* the whole run's time: earlier processes of a resumed run, and all of this one up to
-     * its last file */
-    const double wall = t->elapsed0 + (report_now() - t->t_start);
-    gpt_write_summary(t, sum_path, wall, tok_s, completed, sample, n_params);
-    printf("pictures: %s", svg_path);
-    for (size_t l = 0; l < heat; l++)
-        printf(", %s/attention_layer%zu.svg", c->out, l);
-    if (c->attention != MHA_ATTN_STORED)
-        printf(" (no attention heat maps with --attention recompute)");
-    printf("\nlog: %s  summary: %s%s%s\ncheckpoints: %s, best: %s\n", csv_path, sum_path,
-           sample ? "  sample: " : "", sample ? smp_path : "", t->ckpt_path, t->best_path);
-    char walls[32];
-    report_duration(wall, walls, sizeof walls);
-    printf("time: %.1f s = %s%s\n", wall, walls,
-           t->elapsed0 > 0 ? " (the whole run, with the earlier part before --resume)" : "");
-    free(sample);
+    if (t->rank0) /* rank 0 writes the files; the others exit after it (mpirun ends the job
+                     when a rank exits non-zero, as after a signal) */
+        gpt_finish_run(t, tok_s, completed, sig);
     trainer_free(t);
     dist_barrier();
     return sig ? 128 + sig : 0; /* stopped for another rank's signal: as --stop-after */

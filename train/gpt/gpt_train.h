@@ -15,7 +15,20 @@
 #include "rundir.h"
 
 /* History columns (one row per completed step). */
-enum { H_LOSS, H_LR, H_GN, H_EVTR, H_EVVA, H_COLS };
+enum { H_LOSS, H_LR, H_GN, H_EVTR, H_EVVA, H_TIME, H_TOKS, H_COLS };
+/* H_TIME: seconds since the run started (earlier processes of a resumed run included);
+ * H_TOKS: the step's tokens per second (the batch's tokens over the step's time). */
+
+/* This process's clock of the training loop. */
+typedef struct loop_clock {
+    double train_s;            /* seconds of training steps (evaluations excluded)   */
+    double eval_s;             /* seconds of evaluations, and how many               */
+    unsigned long n_eval;
+    double win_s;              /* training seconds and steps since the last line shown */
+    uint64_t win_steps;
+    double flops_step;         /* model FLOPs of one step of the whole batch           */
+    double peak;               /* GFLOP/s: every rank's measured peak, summed (0: none) */
+} loop_clock;
 
 typedef struct trainer {
     gpt_run_config cfg;
@@ -33,6 +46,13 @@ typedef struct trainer {
     double elapsed0;           /* seconds of earlier processes of a resumed run      */
     double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    char csv_path[CLI_PATH_CAP + 64], sum_path[CLI_PATH_CAP + 64], svg_path[CLI_PATH_CAP + 64],
+        smp_path[CLI_PATH_CAP + 64];
+    uint64_t ck_step, ck_made; /* --resume: the checkpoint's step and its --steps          */
+    size_t ck_vocab_n;         /* and the size of its vocabulary                        */
+    size_t n_params;
+    loop_clock clk;
+    int stopped;               /* a rank was sent SIGINT or SIGTERM                     */
     char run_id[RUNDIR_ID_CAP]; /* this run's (rundir.h), kept across --resume           */
     const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     /* data parallelism (train/common/dist.h); one rank: rank0 1, b_first 0, b_count B */
@@ -64,5 +84,22 @@ size_t gpt_write_attention_svgs(trainer *t);
 /* summary.json. */
 void gpt_write_summary(const trainer *t, const char *path, double wall, double tok_s,
                        int completed, const char *sample, size_t n_params);
+
+/* ---- failures (train/gpt/gpt_train_io.c) ---- */
+
+/* A non-finite `what` at the next step: say so (rank 0) and whether the last checkpoint
+ * (last_ckpt, NULL: none) is intact; returns CLI_EXIT_NONFINITE for the caller to exit
+ * with. tty: a live progress line is open (a newline first). */
+int gpt_stop_nonfinite(const trainer *t, int tty, const char *what, const char *last_ckpt);
+/* For report_csv's on_fail: say whether the last checkpoint is intact. */
+void gpt_log_failed(void *ctx);
+/* A checkpoint could not be saved (said already): say whether the last one is intact,
+ * exit 1. */
+void gpt_save_failed(const trainer *t) __attribute__((noreturn));
+
+/* Rank 0 at the end of a run (completed, or stopped: by signal sig, by another rank's
+ * signal, or at --stop-after): pictures, the sample, summary.json, and what was written
+ * where. tok_s: this process's tokens per second over its loop. */
+void gpt_finish_run(trainer *t, double tok_s, int completed, int sig);
 
 #endif /* TRAIN_GPT_TRAIN_H */

@@ -1,7 +1,8 @@
 /*
  * mha-gpt train's files (train/gpt/gpt_train.h): checkpoints — written atomically by rank 0,
- * read and checked before use, the training state shared from rank 0 — and the pictures
- * and summary of a run.
+ * read and checked before use, the training state shared from rank 0 —, what is said
+ * when a run must stop (is the last checkpoint intact?), and the end of a run: pictures,
+ * sample and summary.
  */
 #include <math.h>
 #include <stdio.h>
@@ -271,6 +272,13 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
     cJSON_AddNumberToObject(root, "step_ms", t->loop_steps ? 1e3 * (t->loop_s - t->eval_s) /
                                                                  (double)t->loop_steps
                                                            : 0.0);
+    /* the model FLOPs of the training steps over their time, as a share of the measured
+     * peak of every rank (gpt_train.c's step_flops and peak.h) */
+    if (t->clk.peak > 0 && t->clk.train_s > 0) {
+        cJSON_AddNumberToObject(root, "peak_gflops", t->clk.peak);
+        cJSON_AddNumberToObject(root, "mfu", t->clk.flops_step * (double)t->loop_steps /
+                                                 t->clk.train_s / (t->clk.peak * 1e9));
+    }
     cJSON_AddNumberToObject(root, "parameters", (double)n_params);
     double wait = 0;
     uint64_t n_sync = 0;
@@ -293,4 +301,87 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
     else
         cJSON_AddNullToObject(root, "sample");
     report_write_json(root, path, 1);
+}
+
+/* ---- failures: what is left ---- */
+
+/* last_ckpt: the last checkpoint this run resumed from or wrote, NULL if none. Every rank
+ * stops at the same step: the losses and gradients tested are sums across ranks. */
+int gpt_stop_nonfinite(const trainer *t, int tty, const char *what, const char *last_ckpt)
+{
+    if (!t->rank0)
+        return CLI_EXIT_NONFINITE; /* every rank sees the same sums; rank 0 says it */
+    fprintf(stderr, "%s%s: stopped at step %llu: %s is non-finite (NaN or inf); try a smaller "
+            "--lr or --clip. ", tty ? "\n" : "", cli_program(),
+            (unsigned long long)t->r.step + 1, what);
+    if (last_ckpt)
+        fprintf(stderr, "The last checkpoint (%s) is intact.\n", last_ckpt);
+    else
+        fprintf(stderr, "No checkpoint was written (--ckpt-every %llu).\n",
+                (unsigned long long)t->cfg.ckpt_every);
+    return CLI_EXIT_NONFINITE;
+}
+
+/* The log could not be written (report_csv_row has said so): say whether the last
+ * checkpoint is intact before the exit. */
+void gpt_log_failed(void *ctx)
+{
+    const trainer *t = ctx;
+    report_last_checkpoint(t->last_ckpt);
+}
+
+/* A checkpoint could not be saved (gpt_save_checkpoint has said why; the file it was to
+ * replace is untouched): say whether the last one is intact, exit 1. */
+void gpt_save_failed(const trainer *t)
+{
+    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
+    report_last_checkpoint(t->last_ckpt);
+    exit(CLI_EXIT_RUNTIME);
+}
+
+/* ---- the end of a run ---- */
+
+void gpt_finish_run(trainer *t, double tok_s, int completed, int sig)
+{
+    const gpt_run_config *c = &t->cfg;
+    gpt_write_loss_svg(t, t->svg_path, t->r.step);
+    const size_t heat = c->attention == MHA_ATTN_STORED ? gpt_write_attention_svgs(t) : 0;
+    report_remove_stale_numbered(c->out, "attention_layer", heat, ".svg");
+    char *sample = NULL;
+    if (!completed)
+        printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
+               (unsigned long long)t->r.step, (unsigned long long)c->steps,
+               sig ? report_signal_name(sig) : t->stopped ? "a signal to another rank"
+                                                          : "--stop-after", t->ckpt_path);
+    if (isfinite(t->last_ev[1]))
+        printf("validation loss %.4f, training %.4f (evaluated at step %llu; best validation "
+               "%.4f at step %llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
+               (unsigned long long)t->last_ev_step, t->r.best_val,
+               (unsigned long long)t->r.best_step, tok_s);
+    if (c->sample_chars > 0) {
+        const int32_t nl = 0; /* start from the first symbol (the newline in most texts) */
+        printf("sample (%zu characters, seed %llu, temperature 1):\n", c->sample_chars,
+               (unsigned long long)c->seed);
+        fflush(stdout);
+        gpt_generate(t->r.g, text_corpus_vocab(t->corpus), &nl, 1, c->sample_chars, 1.0, 0,
+                     c->seed, stdout, &sample);
+        printf("\n");
+        report_write_file(t->smp_path, sample, strlen(sample));
+    }
+    /* the whole run's time: earlier processes of a resumed run, and all of this one up to
+     * its last file */
+    const double wall = t->elapsed0 + (report_now() - t->t_start);
+    gpt_write_summary(t, t->sum_path, wall, tok_s, completed, sample, t->n_params);
+    printf("pictures: %s", t->svg_path);
+    for (size_t l = 0; l < heat; l++)
+        printf(", %s/attention_layer%zu.svg", c->out, l);
+    if (c->attention != MHA_ATTN_STORED)
+        printf(" (no attention heat maps with --attention recompute)");
+    printf("\nlog: %s  summary: %s%s%s\ncheckpoints: %s, best: %s\n", t->csv_path, t->sum_path,
+           sample ? "  sample: " : "", sample ? t->smp_path : "", t->ckpt_path, t->best_path);
+    char walls[32];
+    report_duration(wall, walls, sizeof walls);
+    printf("time: %.1f s = %s%s\n", wall, walls,
+           t->elapsed0 > 0 ? " (the whole run, with the earlier part before --resume)" : "");
+    free(sample);
 }

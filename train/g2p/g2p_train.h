@@ -1,0 +1,72 @@
+/*
+ * mha-g2p train's state (the trainer), shared by the command (train/g2p/g2p_train.c: setup,
+ * the batches, the loop) and its files (train/g2p/g2p_train_io.c: checkpoints, pictures,
+ * summary, the ranks' shared state). Private to those two files.
+ */
+#ifndef TRAIN_G2P_TRAIN_H
+#define TRAIN_G2P_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dist.h"
+#include "g2p_prog.h"
+#include "report.h"
+
+/* History columns (one row per completed step): the batch's loss, the learning rate, the
+ * gradient norm; at evaluations, the validation error rates; the seconds since the run
+ * started (earlier processes of a resumed run included) and the step's pronunciations
+ * per second. */
+enum { H_LOSS, H_LR, H_GN, H_WER, H_PER, H_WER_S, H_PER_S, H_TIME, H_WPS, H_COLS };
+
+/* This process's clock of the training loop. */
+typedef struct g2p_clock {
+    double train_s;            /* seconds of training steps (evaluations excluded)   */
+    double win_s, win_flops;   /* training seconds and model FLOPs since the last line */
+    uint64_t win_steps, win_words;
+    double peak;               /* GFLOP/s: every rank's measured peak, summed (0: none) */
+} g2p_clock;
+
+typedef struct trainer {
+    g2p_config cfg;
+    g2p_run r;
+    g2p_dict dict;
+    g2p_set set;
+    g2p_vocab reduced;         /* phones without stress                             */
+    int32_t *map;              /* [tgt.n] target id → reduced id                     */
+    size_t *order;             /* [n_train] this epoch's pronunciations, batched     */
+    size_t n_train;
+    uint64_t order_epoch;      /* the epoch `order` is for (UINT64_MAX: none yet)    */
+    size_t *plen;              /* [n_prons] sort key: source length · 64 + target's  */
+    int32_t *src, *tin, *tout; /* one batch [B, S], [B, T], [B, T]                   */
+    size_t *slen;
+    report_history hist;
+    g2p_decoder dec;
+    int rank0;                 /* this process writes files and prints (dist.h)      */
+    dist_grads *dg;            /* sums the gradients across ranks                    */
+    char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
+    char csv_path[CLI_PATH_CAP + 64];
+    const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
+    size_t n_params;
+    double last[H_COLS];       /* the row of the last evaluation (NaN before any)   */
+    g2p_clock clk;
+} trainer;
+
+/* ---- train/g2p/g2p_train_io.c ---- */
+
+/* For report_csv's on_fail: say whether the last checkpoint is intact. */
+void g2p_log_failed(void *ctx);
+/* Save a checkpoint (with the AdamW moments or not), or say whether the last one is
+ * intact and exit 1. */
+void g2p_save_or_stop(trainer *t, const char *path, int with_moments);
+/* curves.svg: the batch loss and the validation error rates. */
+void g2p_write_curves(const trainer *t, const char *path);
+/* Cross-attention heat maps of a few validation words. Returns the files written. */
+size_t g2p_write_alignments(trainer *t);
+/* summary.json. */
+void g2p_write_summary(const trainer *t, const char *path, double wall, int completed);
+/* The gradient combiner; with several ranks every rank takes rank 0's weights, AdamW
+ * moments and training state. */
+void g2p_share_rank0_state(trainer *t);
+
+#endif /* TRAIN_G2P_TRAIN_H */

@@ -1,0 +1,190 @@
+/*
+ * mha-g2p train's files: checkpoints, the curves, the alignment pictures, summary.json, and
+ * the state every rank takes from rank 0 (see g2p_train.h).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "g2p_train.h"
+#include "svg.h"
+
+/* The log could not be written (report_csv_row has said so): say whether the last
+ * checkpoint is intact before the exit. */
+void g2p_log_failed(void *ctx)
+{
+    const trainer *t = ctx;
+    report_last_checkpoint(t->last_ckpt);
+}
+
+/* Save a checkpoint, or say whether the last one is intact and exit 1. */
+void g2p_save_or_stop(trainer *t, const char *path, int with_moments)
+{
+    if (g2p_save(&t->r, &t->cfg, path, with_moments) == MHA_OK)
+        return;
+    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
+    report_last_checkpoint(t->last_ckpt);
+    exit(CLI_EXIT_RUNTIME);
+}
+
+void g2p_write_curves(const trainer *t, const char *path)
+{
+    const size_t n = t->hist.n;
+    double *x = calloc(n + 1, sizeof *x), *loss = calloc(n + 1, sizeof *loss);
+    double *sm = calloc(n + 1, sizeof *sm), *xe = calloc(n + 1, sizeof *xe);
+    double *wer = calloc(n + 1, sizeof *wer), *per = calloc(n + 1, sizeof *per);
+    if (!x || !loss || !sm || !xe || !wer || !per)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    size_t m = 0; /* the evaluated steps */
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (double)(i + 1);
+        loss[i] = report_at(&t->hist, i, H_LOSS);
+        if (isfinite(report_at(&t->hist, i, H_WER))) {
+            xe[m] = x[i];
+            wer[m] = 100 * report_at(&t->hist, i, H_WER);
+            per[m] = 100 * report_at(&t->hist, i, H_PER);
+            m++;
+        }
+    }
+    report_smooth(loss, n, sm);
+    svg_series ls[2] = {{"batch loss", "#c6dbef", x, loss, n}, {"smoothed", "#08519c", x, sm, n}};
+    svg_series ws[2] = {{"validation WER (no stress)", "#cb181d", xe, wer, m},
+                        {"validation PER (no stress)", "#238b45", xe, per, m}};
+    svg_chart ch[2] = {{"label-smoothed cross-entropy per phone (nats)", "step", "loss", ls, 2,
+                        0, 0, 0},
+                       {"validation error rates (%), greedy", "step", "%", ws, 2, 0, 0, 0}};
+    if (svg_write_charts(path, ch, m ? 2 : 1, 900, 330) != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", path);
+    free(x);
+    free(loss);
+    free(sm);
+    free(xe);
+    free(wer);
+    free(per);
+}
+
+/* Cross-attention heat maps of a few validation words: one file per decoder layer, the
+ * heads side by side, letters across, phones down. Returns the files written. */
+size_t g2p_write_alignments(trainer *t)
+{
+    const size_t nw = t->set.words_off[G2P_VALID + 1] - t->set.words_off[G2P_VALID];
+    size_t files = 0;
+    /* the first three validation words of 7 to 10 letters (long enough to show an
+     * alignment, short enough to read) */
+    for (size_t k = 0, i = 0; k < 3 && i < nw; i++) {
+        const size_t w = t->set.word_idx[t->set.words_off[G2P_VALID] + i];
+        const size_t letters = t->set.src_off[w + 1] - t->set.src_off[w];
+        if (letters < 7 || letters > 10)
+            continue;
+        const size_t p = t->set.pron_off[w];
+        size_t S, T;
+        const size_t ls = t->set.src_off[w + 1] - t->set.src_off[w];
+        const size_t lt = t->set.tgt_off[p + 1] - t->set.tgt_off[p] + 1;
+        char err[256];
+        if (g2p_batch(&t->set, &p, 1, ls, lt, t->src, t->tin, t->tout, err, sizeof err))
+            continue;
+        S = ls;
+        T = lt;
+        size_t len1 = S;
+        cli_check(mha_s2s_forward(t->r.m, 0, 1, S, t->src, &len1, T, t->tin, NULL, NULL),
+                  "forward");
+        const char **rl = calloc(T, sizeof *rl), **cl = calloc(S, sizeof *cl);
+        if (!rl || !cl)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        for (size_t j = 0; j < S; j++)
+            cl[j] = t->r.src.sym[t->src[j]];
+        for (size_t q = 0; q < T; q++)
+            rl[q] = t->r.tgt.sym[t->tout[q]];
+        for (size_t l = 0; l < t->cfg.dec_layers; l++) {
+            const float *wts;
+            size_t shape[4];
+            if (mha_s2s_cross_attention(t->r.m, l, &wts, shape) != MHA_OK)
+                continue;
+            char path[CLI_PATH_CAP + 96], title[256];
+            snprintf(path, sizeof path, "%s/alignment_%zu_layer%zu.svg", t->cfg.out, k, l);
+            snprintf(title, sizeof title, "%s: cross-attention of decoder layer %zu",
+                     t->dict.words[w].text, l);
+            report_heatmaps(path, title, shape[1], shape[2], shape[3], wts, rl, cl);
+            files++;
+        }
+        free(rl);
+        free(cl);
+        k++;
+    }
+    return files;
+}
+
+void g2p_write_summary(const trainer *t, const char *path, double wall, int completed)
+{
+    const double *last = t->last;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "mha-g2p-summary 1");
+    cJSON_AddItemToObject(root, "config", report_config_json(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS,
+                                                             &t->cfg));
+    cJSON_AddNumberToObject(root, "parameters", (double)t->n_params);
+    cJSON_AddNumberToObject(root, "steps_done", (double)t->r.step);
+    cJSON_AddBoolToObject(root, "completed", completed);
+    cJSON_AddNumberToObject(root, "wall_seconds", wall);
+    cJSON_AddNumberToObject(root, "train_pronunciations", (double)t->n_train);
+    cJSON_AddNumberToObject(root, "epochs", (double)t->r.step * (double)t->cfg.batch /
+                                                (double)(t->n_train ? t->n_train : 1));
+    cJSON_AddNumberToObject(root, "best_step", (double)t->r.best_step);
+    if (isfinite(t->r.best_wer))
+        cJSON_AddNumberToObject(root, "best_val_wer", t->r.best_wer);
+    if (isfinite(last[H_WER])) {
+        cJSON *v = cJSON_AddObjectToObject(root, "last_validation");
+        cJSON_AddNumberToObject(v, "wer", last[H_WER]);
+        cJSON_AddNumberToObject(v, "per", last[H_PER]);
+        cJSON_AddNumberToObject(v, "wer_stress", last[H_WER_S]);
+        cJSON_AddNumberToObject(v, "per_stress", last[H_PER_S]);
+    }
+    report_write_json(root, path, 1);
+}
+
+/* Several ranks: every rank takes rank 0's weights, AdamW moments and training state, and
+ * gets the gradient combiner. One rank: nothing to share, and the combiner does nothing. */
+void g2p_share_rank0_state(trainer *t)
+{
+    g2p_run *r = &t->r;
+    float **grads = calloc(r->n_pt + 1, sizeof *grads);
+    size_t *numel = calloc(r->n_pt + 1, sizeof *numel);
+    if (!grads || !numel)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t i = 0; i < r->n_pt; i++) {
+        cli_check(mha_s2s_tensor(r->m, i, NULL, NULL, &grads[i]), "model tensors");
+        numel[i] = r->pt[i].numel;
+    }
+    t->dg = dist_grads_create_list(grads, numel, r->n_pt);
+    free(grads);
+    free(numel);
+    if (!t->dg)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    t->rank0 = dist_rank() == 0;
+    if (dist_size() == 1)
+        return;
+    for (size_t i = 0; i < r->n_pt; i++) {
+        dist_bcast(r->pt[i].p, r->pt[i].numel * sizeof(float));
+        dist_bcast(r->pt[i].m, r->pt[i].numel * sizeof(float));
+        dist_bcast(r->pt[i].v, r->pt[i].numel * sizeof(float));
+    }
+    uint64_t u[8] = {r->step, r->optim_t, r->rng[0], r->rng[1], r->epoch, r->batch_in_epoch,
+                     r->call_index, r->best_step};
+    double d[2] = {r->best_wer, r->elapsed};
+    dist_bcast(u, sizeof u);
+    dist_bcast(d, sizeof d);
+    r->step = u[0];
+    r->optim_t = u[1];
+    r->rng[0] = u[2];
+    r->rng[1] = u[3];
+    r->epoch = u[4];
+    r->batch_in_epoch = u[5];
+    r->call_index = u[6];
+    r->best_step = u[7];
+    r->best_wer = d[0];
+    r->elapsed = d[1];
+    cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
+    cli_check(mha_s2s_set_call_index(r->m, r->call_index), "model");
+}
+
