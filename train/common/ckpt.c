@@ -452,6 +452,8 @@ int ckpt_config_from_meta(const st_file *f, const char *path, const char *prefix
         if (!o->ckpt)
             continue;
         const char *v = st_meta(f, o->name);
+        if (!v && cli_former_name(o->name)) /* written before the option was renamed */
+            v = st_meta(f, cli_former_name(o->name));
         if (!v && o->ckpt == 3)
             continue; /* older than the option: the default stays */
         if (!v) {

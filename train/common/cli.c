@@ -325,6 +325,36 @@ static const char *nearest_option(const cli_opt *opts, size_t n, const char *nam
     return best;
 }
 
+/* Options every program has renamed, so that all of them say the same thing the same
+ * way: {former name, name}. The former name is still accepted, on the command line and
+ * in the metadata of checkpoints written before the change. */
+static const char *const RENAMED[][2] = {
+    {"model-dim", "dim"}, /* mha-train's, before it took mha-gpt's and mha-g2p's name */
+};
+
+const char *cli_former_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof RENAMED / sizeof RENAMED[0]; i++)
+        if (strcmp(RENAMED[i][1], name) == 0)
+            return RENAMED[i][0];
+    return NULL;
+}
+
+/* The index in opts[n] of the option named name[len], or of the one it is the former name
+ * of; n if none. */
+static size_t find_option(const cli_opt *opts, size_t n, const char *name, size_t len)
+{
+    for (size_t k = 0; k < n; k++)
+        if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0)
+            return k;
+    for (size_t k = 0; k < n; k++) {
+        const char *old = cli_former_name(opts[k].name);
+        if (old && strlen(old) == len && strncmp(old, name, len) == 0)
+            return k;
+    }
+    return n;
+}
+
 void cli_collect(const cli_opt *opts, size_t n, int argc, char **argv, int first,
                  const char **vals)
 {
@@ -334,10 +364,7 @@ void cli_collect(const cli_opt *opts, size_t n, int argc, char **argv, int first
             cli_die_usage("unexpected argument '%s'", a);
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        size_t k;
-        for (k = 0; k < n; k++)
-            if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0)
-                break;
+        const size_t k = find_option(opts, n, name, len);
         if (k == n) {
             const char *near = nearest_option(opts, n, name, len);
             if (near)

@@ -96,6 +96,11 @@ extern const char *const CLI_PROGRESS_NAMES[];
      "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible); at most 4 x " \
      "the online CPUs", NULL}
 
+/* The former name of option `name` if it was renamed (mha-train's "model-dim", now "dim"
+ * as in every program), else NULL. cli_collect accepts the former name for the option;
+ * ckpt_config_from_meta reads it from checkpoints written before the change. */
+const char *cli_former_name(const char *name);
+
 /* The program name of every message ("mha-train"); static storage, not copied. */
 void cli_set_program(const char *name);
 /* quiet: cli_die_usage exits with CLI_EXIT_USAGE without a message (the ranks of an MPI

@@ -54,6 +54,8 @@ int save_checkpoint(run_state *rs, const char *path)
     check_st(tm_get_call_indices(rs->model, cs.calls), "model");
     ckpt_meta meta = {0};
     check_st(ckpt_meta_init(&meta, CKPT_FORMAT, TRAIN_OPTS, TRAIN_N_OPTS, &rs->cfg), "checkpoint");
+    meta.checksums = 1; /* a CRC-32C of every tensor and of the metadata (ckpt.h) */
+    check_st(ckpt_meta_add(&meta, "run_id", rs->run_id), "checkpoint");
     char el[64];
     snprintf(el, sizeof el, "%.3f", rs->elapsed0 + (report_now() - rs->t_start));
     check_st(ckpt_meta_add(&meta, "elapsed_seconds", el), "checkpoint");
@@ -76,8 +78,13 @@ void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
     char err[2 * CLI_PATH_CAP] = "", prefix[CLI_PATH_CAP + 32];
     snprintf(prefix, sizeof prefix, "cannot resume from %s", path);
     int st = st_load(path, &f, err, sizeof err);
+    if (st == MHA_OK) /* the checksums first: nothing is read from a corrupt file */
+        st = ckpt_verify(f, err, sizeof err);
     if (st != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    const char *id = st_meta(f, "run_id");
+    if (rundir_id_valid(id))
+        snprintf(info->run_id, sizeof info->run_id, "%s", id);
     /* the --steps it was made with, before a given --steps replaces it */
     run_config made = *cfg;
     const size_t k_steps = cli_index(TRAIN_OPTS, TRAIN_N_OPTS, "steps");

@@ -27,7 +27,8 @@ const cli_opt TRAIN_OPTS[] = {
     {"vocab", CLI_SIZE, OFF(vocab), 2, 4096, 1, "V", "vocabulary size of the task's tokens", NULL},
     {"pairs", CLI_SIZE, OFF(pairs), 1, 512, 1, "P", "lookup: key-value pairs in the context", NULL},
     {"layers", CLI_SIZE, OFF(layers), 1, TM_MAX_LAYERS, 1, "L", "attention layers", NULL},
-    {"model-dim", CLI_SIZE, OFF(model_dim), 1, 4096, 1, "D", "model width", NULL},
+    {"dim", CLI_SIZE, OFF(model_dim), 1, 4096, 1, "D",
+     "model width (--model-dim, its former name, is accepted too)", NULL},
     {"heads", CLI_SIZE, OFF(heads), 1, 4096, 1, "H", "attention heads (must divide D)", NULL},
     {"dropout", CLI_DBL, OFF(dropout), 0, 1, 1, "P", "attention dropout probability", NULL},
     {"batch", CLI_SIZE, OFF(batch), 1, 65536, 1, "B", "examples per training step", NULL},
@@ -63,6 +64,8 @@ const cli_opt TRAIN_OPTS[] = {
      "output directory (default runs/<task>; with --resume, the checkpoint's directory)", NULL},
     {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
      "continue from a checkpoint (unspecified options are taken from it)", NULL},
+    CLI_OPT_FORCE(OFF(force)),
+    CLI_OPT_PROGRESS(OFF(progress)),
 };
 enum { N_OPTS = sizeof TRAIN_OPTS / sizeof TRAIN_OPTS[0] };
 const size_t TRAIN_N_OPTS = N_OPTS;
@@ -151,6 +154,8 @@ static void print_help(void)
             printf("  %-22s   default: --lr / 100\n", "");
         else if (o->off == OFF(resume))
             printf("  %-22s   default: none\n", "");
+        else if (o->type == CLI_FLAG)
+            continue;
         else if (o->off == OFF(task))
             printf("  %-22s   default: reverse\n", "");
         else if (strcmp(a, b) == 0 && strcmp(a, c) == 0)
@@ -195,7 +200,7 @@ static void read_options(int argc, char **argv, run_config *cfg, int *explicit_o
 static void check_across_options(const run_config *cfg, const int *explicit_opt)
 {
     if (cfg->model_dim % cfg->heads != 0)
-        cli_die_usage("invalid value '%zu' for --heads: must divide --model-dim %zu", cfg->heads,
+        cli_die_usage("invalid value '%zu' for --heads: must divide --dim %zu", cfg->heads,
                       cfg->model_dim);
     if (cfg->task == TASK_LOOKUP && cfg->pairs > cfg->vocab)
         cli_die_usage("invalid value '%zu' for --pairs: lookup needs --pairs <= --vocab (%zu) "
@@ -220,7 +225,7 @@ int toy_configure(int argc, char **argv, run_config *cfg, resume_info *ri, int *
     }
     int explicit_opt[N_OPTS] = {0};
     read_options(argc, argv, cfg, explicit_opt);
-    *ri = (resume_info){0, 0, 0};
+    memset(ri, 0, sizeof *ri);
     if (cfg->resume[0]) {
         resume_config(cfg->resume, explicit_opt, cfg, ri);
         if (!explicit_opt[opt_index("out")]) /* the checkpoint's own directory */

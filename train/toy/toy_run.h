@@ -17,6 +17,7 @@
 #include "mha.h"
 #include "mha_optim.h"
 #include "report.h"
+#include "rundir.h"
 #include "toy_model.h"
 #include "toy_tasks.h"
 
@@ -53,6 +54,8 @@ typedef struct run_config {
     int attention;       /* mha_attn_mode of every layer's cache              */
     int pos_init;        /* 0 uniform, 1 sinusoidal (initial pos_emb)         */
     char out[CLI_PATH_CAP]; /* output directory                               */
+    int force;           /* --force: replace another run's checkpoint in --out */
+    int progress;        /* --progress: REPORT_PROGRESS_* (report.h)            */
     char resume[CLI_PATH_CAP];
 } run_config;
 
@@ -63,7 +66,9 @@ extern const size_t TRAIN_N_OPTS;
 extern const char *const TOY_OPTIM_NAMES[];
 
 /* History columns (one row per completed step). */
-enum { H_LOSS, H_LR, H_GN, H_TOK, H_SEQ, H_COLS };
+enum { H_LOSS, H_LR, H_GN, H_TOK, H_SEQ, H_TIME, H_TOKS, H_COLS };
+/* H_TIME: seconds since the run started (earlier processes of a resumed run included);
+ * H_TOKS: the step's tokens per second (the batch's query positions over its time). */
 
 typedef struct run_state {
     run_config cfg;
@@ -80,8 +85,11 @@ typedef struct run_state {
     double elapsed0;     /* seconds the run took before this process (a resumed run's
                             checkpoint metadata "elapsed_seconds"; 0 for a new run)   */
     double t_start;      /* report_now() when this process started                    */
+    int n_threads;       /* the threads it runs on (--threads, 0 resolved)             */
     report_history hist; /* loss, lr, grad norm, held-out token and sequence accuracy
-                            (NaN unless evaluated); init: the evaluation before step 1 */
+                            (NaN unless evaluated), time, tokens/s; init: the evaluation
+                            before step 1                                             */
+    char run_id[RUNDIR_ID_CAP]; /* this run's (rundir.h), kept across --resume          */
 } run_state;
 
 /* What resume_config reads of a checkpoint's state besides the config. */
@@ -89,6 +97,7 @@ typedef struct resume_info {
     uint64_t step;   /* train.step: completed steps                               */
     uint64_t steps;  /* the --steps it was made with                              */
     double elapsed;  /* metadata elapsed_seconds (0 if absent: an older checkpoint) */
+    char run_id[RUNDIR_ID_CAP]; /* metadata run_id ("" if absent: an older checkpoint) */
 } resume_info;
 
 /* ---- toy_options.c ---------------------------------------------------------------- */

@@ -161,6 +161,7 @@ size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, do
     rs->cfg = *cfg;
     rs->t_start = t_start;
     rs->elapsed0 = ri->elapsed;
+    rs->n_threads = n_threads;
     rs->spec = (task_spec){.kind = (task_kind)cfg->task, .n = cfg->seq_len,
                            .vocab = cfg->vocab, .pairs = cfg->pairs};
     rs->mcfg = (tm_config){.model_dim = cfg->model_dim, .num_heads = cfg->heads,
@@ -173,6 +174,16 @@ size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, do
     check_splits(&rs->spec);
     rs->eval_chunk = plan_memory(cfg, &rs->mcfg);
     cli_prepare_out_dir(cfg->out); /* exit 2 before the model is built */
+    /* one run per directory: no other process in it, no other run's checkpoint; the run's
+     * id is its checkpoint's (one from before run ids gets a new one) */
+    if (ri->run_id[0])
+        snprintf(rs->run_id, sizeof rs->run_id, "%s", ri->run_id);
+    else
+        rundir_new_id(rs->run_id);
+    static const char *const files[] = {"checkpoint.safetensors"};
+    rundir_lock(cfg->out);
+    rundir_claim(cfg->out, files, 1, cfg->resume[0] ? cfg->resume : NULL,
+                 ri->run_id[0] ? ri->run_id : NULL, cfg->force);
     report_history_init(&rs->hist, H_COLS);
     openblas_set_num_threads(n_threads);
 

@@ -13,14 +13,16 @@
 
 #include "mha.h"
 #include "mha_optim.h"
+#include "peak.h"
 #include "report.h"
 #include "toy_run.h"
 
 /* ---- history and CSV ---------------------------------------------------------------- */
 
 static const char *const CSV_HEADER =
-    "step,loss,lr,grad_norm,eval_token_accuracy,eval_sequence_accuracy";
-static const char *const CSV_FMTS[H_COLS] = {"%.17g", "%.17g", "%.17g", "%.6f", "%.6f"};
+    "step,loss,lr,grad_norm,eval_token_accuracy,eval_sequence_accuracy,time_s,tokens_per_s";
+static const char *const CSV_FMTS[H_COLS] = {"%.17g", "%.17g", "%.17g", "%.6f",
+                                             "%.6f",  "%.3f",  "%.0f"};
 
 /* ---- evaluation ---------------------------------------------------------------------- */
 
@@ -117,9 +119,28 @@ typedef struct train_loop {
     double t_loop, t_eval_before; /* the loop's start; t_eval then (step 0's evaluation) */
     double last_tok, last_loss, acc_ema;
     double ev_tok, ev_seq, ev_loss; /* the evaluation of step ev_step                    */
+    double last_seq;      /* the sequence accuracy of the last evaluation               */
     uint64_t ev_step;
+    double win_s;         /* training seconds and steps since the last progress line     */
+    uint64_t win_steps;
+    double flops_step;    /* model FLOPs of one training step (step_flops)               */
+    double peak;          /* GFLOP/s measured at the start (peak.h; 0: none)              */
     char intact[CLI_PATH_CAP + 128]; /* what a stop leaves behind, for its message       */
 } train_loop;
+
+/* Model FLOPs of one training step of `batch` examples, counting each multiply-add of a
+ * matrix product as 2 and backward as twice forward (3× forward in all), as mha-gpt
+ * does: per example and layer 4·D²·(S + Sk) (Q and the output projection on the S
+ * queries, K and V on the Sk keys; Sk = S in self-attention) and 4·S·Sk·D (Q·Kᵀ, P·V),
+ * and 2·S·D·V for the read-out. */
+static double step_flops(const tm_config *m, size_t batch)
+{
+    const double D = (double)m->model_dim, S = (double)m->seq_len;
+    const double Sk = m->ctx_len ? (double)m->ctx_len : S;
+    const double fwd = (double)m->layers * (4 * D * D * (S + Sk) + 4 * S * Sk * D) +
+                       2 * S * D * (double)m->vocab_out;
+    return 3 * fwd * (double)batch;
+}
 
 /* The header lines (first: building the evaluation set can take a while). */
 static void print_header(const train_loop *tl, const resume_info *ri)
@@ -141,6 +162,9 @@ static void print_header(const train_loop *tl, const resume_info *ri)
                (unsigned long long)tl->rs->step,
                ri->steps != cfg->steps ? " (--steps changed: the remaining steps follow the "
                                          "schedule of the new --steps)" : "");
+    if (tl->peak > 0)
+        printf("  measured peak %.0f GFLOP/s (fp32, %d thread(s)): the MFU's denominator, "
+               "%.3g GFLOP a step\n", tl->peak, tl->rs->n_threads, tl->flops_step * 1e-9);
     fflush(stdout);
 }
 
@@ -159,8 +183,11 @@ static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size
     tl->last_ckpt = cfg->resume[0] ? cfg->resume : NULL;
     tl->sched = (mha_lr_schedule){.base_lr = cfg->lr, .min_lr = cfg->min_lr,
                                   .warmup_steps = cfg->warmup, .total_steps = cfg->steps};
+    tl->flops_step = step_flops(&rs->mcfg, cfg->batch);
+    tl->peak = peak_training_gflops(0, rs->n_threads);
     print_header(tl, ri);
     report_progress_start(&tl->prog);
+    report_progress_mode(&tl->prog, cfg->progress, 0);
     tl->tty = tl->prog.tty;
 
     report_progress_show(&tl->prog, "%sbuilding the evaluation set (%zu examples)...",
@@ -186,7 +213,7 @@ static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size
     tl->end = (cfg->stop_after && cfg->stop_after < cfg->steps) ? cfg->stop_after : cfg->steps;
     tl->t_loop = report_now();
     tl->t_eval_before = tl->t_eval; /* the evaluation at step 0 is not in the loop */
-    tl->last_tok = tl->last_loss = tl->acc_ema = NAN;
+    tl->last_tok = tl->last_seq = tl->last_loss = tl->acc_ema = NAN;
     tl->ev_tok = tl->ev_seq = tl->ev_loss = NAN;
     tl->ev_step = UINT64_MAX;
     tl->step0 = rs->step;
@@ -248,42 +275,49 @@ static int train_step(train_loop *tl, double *loss, double *lr, double *gn)
     return 0;
 }
 
-/* The progress line after a step: on a terminal the live line, in a log a plain line at
- * each evaluation (tok, seq NaN otherwise). The time left: the remaining steps at this
- * process's training speed (evaluation excluded), plus the remaining evaluations (the
+/* The progress line after a step: on a terminal the live line (each evaluation keeps its
+ * line), in a log a plain line at each evaluation (tok, seq NaN otherwise), in the format
+ * of every training program: the step's loss, the training accuracy (smoothed), the last
+ * held-out accuracy, the speed of the training steps since the last line (ms a step,
+ * MFU, tokens/s; evaluations excluded), the time left and spent. The time left: the
+ * remaining steps at this process's training speed, plus the remaining evaluations (the
  * final one included) at their measured mean cost. */
-static void show_progress(train_loop *tl, double loss, double lr, double tok, double seq)
+static void show_progress(train_loop *tl, double loss, double lr, double tok)
 {
     const run_state *rs = tl->rs;
     const run_config *cfg = &rs->cfg;
+    const int eval_now = isfinite(tok);
+    if (!eval_now && !(tl->tty && report_progress_due(&tl->prog, rs->step == tl->end)))
+        return;
     const double now = report_now(), t = now - tl->t_loop;
-    double sps = (double)(rs->step - tl->step0) / (t > 0 ? t : 1e-9);
-    char left[32];
+    char left[32], els[32], evs[48] = "-", mfu[32] = "";
     report_duration(time_left(cfg, rs->step, tl->end, rs->step - tl->step0,
                               t - (tl->t_eval - tl->t_eval_before), tl->t_eval, tl->n_eval),
                     left, sizeof left);
-    if (tl->tty) {
-        if (report_progress_due(&tl->prog, rs->step == tl->end)) {
-            char evs[32] = "-";
-            if (isfinite(tl->last_tok))
-                snprintf(evs, sizeof evs, "%.2f%%", 100 * tl->last_tok);
-            report_progress_show(&tl->prog, "  step %llu/%llu  loss %.4f  acc %.1f%%  held-out "
-                                 "%s  %.0f steps/s  %s left", (unsigned long long)rs->step,
-                                 (unsigned long long)cfg->steps, loss, 100 * tl->acc_ema, evs,
-                                 sps, left);
-        }
-    } else if (isfinite(tok)) {
-        report_progress_show(&tl->prog, "step %llu/%llu loss %.4f acc %.1f%% held-out token "
-                             "%.2f%% sequence %.2f%% lr %.3g %.0f steps/s elapsed %.1fs "
-                             "left %s", (unsigned long long)rs->step,
-                             (unsigned long long)cfg->steps, loss, 100 * tl->acc_ema,
-                             100 * tok, 100 * seq, lr, sps, now - rs->t_start, left);
-    }
+    report_duration(rs->elapsed0 + now - rs->t_start, els, sizeof els);
+    if (isfinite(tl->last_tok))
+        snprintf(evs, sizeof evs, "%.2f%% (sequence %.2f%%)", 100 * tl->last_tok,
+                 100 * tl->last_seq);
+    const double ms = tl->win_steps ? 1e3 * tl->win_s / (double)tl->win_steps : 0;
+    if (ms > 0 && tl->peak > 0)
+        snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * tl->flops_step / (ms * 1e-3) /
+                                                      (tl->peak * 1e9));
+    /* the most wanted first: a terminal narrower than the line cuts its end */
+    report_progress_show(&tl->prog, "%sstep %llu/%llu  loss %.4f  acc %.1f%%  held-out %s  "
+                         "lr %.2e  %.1f ms/step%s  left %s  elapsed %s  %.0f tok/s",
+                         tl->tty ? "  " : "", (unsigned long long)rs->step,
+                         (unsigned long long)cfg->steps, loss, 100 * tl->acc_ema, evs, lr, ms,
+                         mfu, left, els,
+                         ms > 0 ? (double)(cfg->batch * rs->mcfg.seq_len) / (ms * 1e-3) : 0);
+    tl->win_s = 0;
+    tl->win_steps = 0;
+    if (eval_now)
+        report_progress_end(&tl->prog);
 }
 
 /* After a completed step: the evaluation if due, the history and CSV row, a checkpoint
  * every --ckpt-every steps (not at the last: the end saves), the progress line. */
-static void after_step(train_loop *tl, double loss, double lr, double gn)
+static void after_step(train_loop *tl, double loss, double lr, double gn, double step_s)
 {
     run_state *rs = tl->rs;
     const run_config *cfg = &rs->cfg;
@@ -300,10 +334,12 @@ static void after_step(train_loop *tl, double loss, double lr, double gn)
         tl->t_eval += report_now() - t;
         tl->n_eval++;
         tl->last_tok = tl->ev_tok = tok;
-        tl->ev_seq = seq;
+        tl->last_seq = tl->ev_seq = seq;
         tl->ev_step = rs->step;
     }
-    const double row[H_COLS] = {loss, lr, gn, tok, seq};
+    const double tokens = (double)(cfg->batch * rs->mcfg.seq_len);
+    const double row[H_COLS] = {loss, lr, gn, tok, seq,
+                                rs->elapsed0 + report_now() - rs->t_start, tokens / step_s};
     report_history_push(&rs->hist, row);
     report_csv_row(&tl->csv, rs->step, row, H_COLS);
     if (cfg->ckpt_every && rs->step % cfg->ckpt_every == 0 && rs->step != tl->end) {
@@ -312,7 +348,7 @@ static void after_step(train_loop *tl, double loss, double lr, double gn)
             cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
         tl->last_ckpt = tl->ckpt_path;
     }
-    show_progress(tl, loss, lr, tok, seq);
+    show_progress(tl, loss, lr, tok);
 }
 
 /* The end of a run that did not stop on a non-finite value: the checkpoint, the final
@@ -375,11 +411,15 @@ int toy_train(run_state *rs, const resume_info *ri, size_t n_params)
     int stopped_nonfinite = 0;
     while (rs->step < tl.end) {
         double loss, lr, gn;
+        const double ts = report_now();
         if (train_step(&tl, &loss, &lr, &gn)) {
             stopped_nonfinite = 1;
             break;
         }
-        after_step(&tl, loss, lr, gn);
+        const double step_s = report_now() - ts;
+        tl.win_s += step_s;
+        tl.win_steps++;
+        after_step(&tl, loss, lr, gn, step_s);
         if (report_stop_signal())
             break; /* finish as at --stop-after; a second signal ends the process */
     }
