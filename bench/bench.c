@@ -449,7 +449,8 @@ static void parse_cases(const char *list, bench_options *o) {
     }
 }
 
-static void parse_args(int argc, char **argv, bench_options *o) {
+/* Every option's default (as usage() gives them). */
+static void set_defaults(bench_options *o) {
     memset(o, 0, sizeof *o);
     for (size_t i = 0; i < NUM_DEFAULT_CASES; i++) o->cases[i] = DEFAULT_CASES[i];
     o->num_cases = NUM_DEFAULT_CASES;
@@ -468,91 +469,125 @@ static void parse_args(int argc, char **argv, bench_options *o) {
     o->seed = 42;
     o->precisions[0] = MHA_PRECISION_FP32;
     o->num_precisions = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+}
+
+/* --threads v: a comma list of thread counts (0 = all cores). */
+static void parse_threads(const char *v, bench_options *o) {
+    char tok[MAX_LIST][64];
+    o->num_threads = split_list(v, tok, MAX_LIST);
+    for (size_t k = 0; k < o->num_threads; k++)
+        o->threads[k] = (int)parse_long(tok[k], "--threads");
+}
+
+/* --dropout v: a comma list of probabilities in [0, 1]. */
+static void parse_dropouts(const char *v, bench_options *o) {
+    char tok[MAX_LIST][64];
+    o->num_dropouts = split_list(v, tok, MAX_LIST);
+    for (size_t k = 0; k < o->num_dropouts; k++) {
+        o->dropouts[k] = parse_double(tok[k], "--dropout");
+        if (o->dropouts[k] > 1) {
+            fprintf(stderr, "mha-bench: dropout %g not in [0,1]\n", o->dropouts[k]);
+            exit(2);
+        }
+    }
+}
+
+/* Option a without a value (--help, --no-sgemm, --no-peak): 1 if it is one (done), else 0. */
+static int parse_flag(const char *a, bench_options *o) {
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        usage(stdout);
+        exit(0);
+    } else if (!strcmp(a, "--no-sgemm")) {
+        o->sgemm = 0;
+    } else if (!strcmp(a, "--no-peak")) {
+        o->peak = 0;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Option a with its value v (NULL: a was the last argument): 1 if a is such an option
+ * (v used), 0 if it is none. Exits with status 2 on a missing or bad value. */
+static int parse_value_option(const char *a, const char *v, bench_options *o) {
 #define NEED_VALUE()                                                       \
     do {                                                                   \
         if (!v) {                                                          \
             fprintf(stderr, "mha-bench: %s needs a value\n", a);          \
             exit(2);                                                       \
         }                                                                  \
-        i++;                                                               \
     } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        } else if (!strcmp(a, "--cases")) {
-            NEED_VALUE();
-            parse_cases(v, o);
-        } else if (!strcmp(a, "--threads")) {
-            NEED_VALUE();
-            char tok[MAX_LIST][64];
-            o->num_threads = split_list(v, tok, MAX_LIST);
-            for (size_t k = 0; k < o->num_threads; k++)
-                o->threads[k] = (int)parse_long(tok[k], "--threads");
-        } else if (!strcmp(a, "--dropout")) {
-            NEED_VALUE();
-            char tok[MAX_LIST][64];
-            o->num_dropouts = split_list(v, tok, MAX_LIST);
-            for (size_t k = 0; k < o->num_dropouts; k++) {
-                o->dropouts[k] = parse_double(tok[k], "--dropout");
-                if (o->dropouts[k] > 1) {
-                    fprintf(stderr, "mha-bench: dropout %g not in [0,1]\n", o->dropouts[k]);
-                    exit(2);
-                }
-            }
-        } else if (!strcmp(a, "--reps")) {
-            NEED_VALUE();
-            o->reps = parse_long(v, a);
-        } else if (!strcmp(a, "--min-time")) {
-            NEED_VALUE();
-            o->min_time = parse_double(v, a);
-        } else if (!strcmp(a, "--max-reps")) {
-            NEED_VALUE();
-            o->max_reps = parse_long(v, a);
-            if (o->max_reps < 1) o->max_reps = 1;
-        } else if (!strcmp(a, "--warmup")) {
-            NEED_VALUE();
-            o->warmup = parse_long(v, a);
-        } else if (!strcmp(a, "--seed")) {
-            NEED_VALUE();
-            o->seed = (uint64_t)parse_long(v, a);
-        } else if (!strcmp(a, "--mode")) {
-            NEED_VALUE();
-            if (!strcmp(v, "stored"))
-                o->mode = MHA_ATTN_STORED;
-            else if (!strcmp(v, "recompute"))
-                o->mode = MHA_ATTN_RECOMPUTE;
-            else {
-                fprintf(stderr, "mha-bench: bad value '%s' for --mode (stored | recompute)\n", v);
-                exit(2);
-            }
-        } else if (!strcmp(a, "--precision")) {
-            NEED_VALUE();
-            o->num_precisions = bench_precision_parse("mha-bench", v, o->precisions);
-        } else if (!strcmp(a, "--check-precision")) {
-            NEED_VALUE();
-            bench_precision_check_and_exit("mha-bench", v);
-        } else if (!strcmp(a, "--json")) {
-            NEED_VALUE();
-            o->json_path = v;
-        } else if (!strcmp(a, "--no-sgemm")) {
-            o->sgemm = 0;
-        } else if (!strcmp(a, "--no-peak")) {
-            o->peak = 0;
-        } else if (!strcmp(a, "--peak-isa")) {
-            NEED_VALUE();
-            if (peak_parse_isa(v, &o->isa)) {
-                fprintf(stderr, "mha-bench: bad value '%s' for --peak-isa (auto | avx512 | "
-                                "avx2 | sse2 | scalar)\n", v);
-                exit(2);
-            }
-        } else {
+    if (!strcmp(a, "--cases")) {
+        NEED_VALUE();
+        parse_cases(v, o);
+    } else if (!strcmp(a, "--threads")) {
+        NEED_VALUE();
+        parse_threads(v, o);
+    } else if (!strcmp(a, "--dropout")) {
+        NEED_VALUE();
+        parse_dropouts(v, o);
+    } else if (!strcmp(a, "--reps")) {
+        NEED_VALUE();
+        o->reps = parse_long(v, a);
+    } else if (!strcmp(a, "--min-time")) {
+        NEED_VALUE();
+        o->min_time = parse_double(v, a);
+    } else if (!strcmp(a, "--max-reps")) {
+        NEED_VALUE();
+        o->max_reps = parse_long(v, a);
+        if (o->max_reps < 1) o->max_reps = 1;
+    } else if (!strcmp(a, "--warmup")) {
+        NEED_VALUE();
+        o->warmup = parse_long(v, a);
+    } else if (!strcmp(a, "--seed")) {
+        NEED_VALUE();
+        o->seed = (uint64_t)parse_long(v, a);
+    } else if (!strcmp(a, "--mode")) {
+        NEED_VALUE();
+        if (!strcmp(v, "stored"))
+            o->mode = MHA_ATTN_STORED;
+        else if (!strcmp(v, "recompute"))
+            o->mode = MHA_ATTN_RECOMPUTE;
+        else {
+            fprintf(stderr, "mha-bench: bad value '%s' for --mode (stored | recompute)\n", v);
+            exit(2);
+        }
+    } else if (!strcmp(a, "--precision")) {
+        NEED_VALUE();
+        o->num_precisions = bench_precision_parse("mha-bench", v, o->precisions);
+    } else if (!strcmp(a, "--check-precision")) {
+        NEED_VALUE();
+        bench_precision_check_and_exit("mha-bench", v);
+    } else if (!strcmp(a, "--json")) {
+        NEED_VALUE();
+        o->json_path = v;
+    } else if (!strcmp(a, "--peak-isa")) {
+        NEED_VALUE();
+        if (peak_parse_isa(v, &o->isa)) {
+            fprintf(stderr, "mha-bench: bad value '%s' for --peak-isa (auto | avx512 | "
+                            "avx2 | sse2 | scalar)\n", v);
+            exit(2);
+        }
+    } else {
+        return 0;
+    }
+#undef NEED_VALUE
+    return 1;
+}
+
+/* The options in argv, over the defaults; exits with status 2 on a bad one (0 after --help). */
+static void parse_args(int argc, char **argv, bench_options *o) {
+    set_defaults(o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+        if (parse_flag(a, o))
+            continue;
+        if (!parse_value_option(a, v, o)) {
             fprintf(stderr, "mha-bench: unknown option '%s' (see --help)\n", a);
             exit(2);
         }
-#undef NEED_VALUE
+        i++; /* the value */
     }
     bench_precision_require("mha-bench", o->precisions, o->num_precisions);
 }
@@ -679,123 +714,151 @@ static int write_json(const char *path, const bench_options *o, const bench_resu
     return fclose(f) ? -1 : 0;
 }
 
-int main(int argc, char **argv) {
-    bench_options o;
-    parse_args(argc, argv, &o);
-    int cores = all_cores();
-
-    /* resolve thread counts (0 = all cores) and measure the limits once each: the
-     * FMA-loop peak and the sgemm reference */
-    bench_limits lim;
-    memset(&lim, 0, sizeof lim);
-    lim.n = o.num_threads;
-    if (o.peak) {
-        if (peak_describe(o.isa, &lim.loop)) {
+/* Resolve the thread counts (0 = all `cores`) into *lim and measure the limits once each:
+ * the FMA-loop peak (and the bf16 one when bf16 rows are asked for) and the sgemm
+ * reference. Returns 0, or the exit status after a message. */
+static int measure_limits(const bench_options *o, int cores, bench_limits *lim) {
+    memset(lim, 0, sizeof *lim);
+    lim->n = o->num_threads;
+    if (o->peak) {
+        if (peak_describe(o->isa, &lim->loop)) {
             fprintf(stderr, "mha-bench: this CPU cannot run the --peak-isa loop\n");
             return 2;
         }
-        lim.have_peak = 1;
+        lim->have_peak = 1;
     }
     /* the bf16 peak, when bf16 rows are asked for (bench_precision_require has checked the
      * library can run them; the loop needs the same AVX512_BF16) */
-    for (size_t k = 0; o.peak && k < o.num_precisions; k++)
-        if (o.precisions[k] == MHA_PRECISION_BF16 &&
-            peak_describe(PEAK_ISA_AVX512_BF16, &lim.loop_bf16) == 0)
-            lim.have_peak_bf16 = 1;
-    for (size_t k = 0; k < o.num_threads; k++) {
-        lim.threads[k] = o.threads[k] ? o.threads[k] : cores;
-        lim.peak_team[k] = lim.threads[k];
-        if (o.peak) {
-            lim.peak[k] = peak_gflops(&lim.loop, lim.threads[k], 7, 0.04, &lim.peak_team[k]);
-            if (!(lim.peak[k] > 0)) {
+    for (size_t k = 0; o->peak && k < o->num_precisions; k++)
+        if (o->precisions[k] == MHA_PRECISION_BF16 &&
+            peak_describe(PEAK_ISA_AVX512_BF16, &lim->loop_bf16) == 0)
+            lim->have_peak_bf16 = 1;
+    for (size_t k = 0; k < o->num_threads; k++) {
+        lim->threads[k] = o->threads[k] ? o->threads[k] : cores;
+        lim->peak_team[k] = lim->threads[k];
+        if (o->peak) {
+            lim->peak[k] = peak_gflops(&lim->loop, lim->threads[k], 7, 0.04, &lim->peak_team[k]);
+            if (!(lim->peak[k] > 0)) {
                 fprintf(stderr, "mha-bench: the peak loop returned a wrong result\n");
                 return 1;
             }
         }
-        lim.peak_bf16_team[k] = lim.threads[k];
-        if (lim.have_peak_bf16) {
-            lim.peak_bf16[k] = peak_gflops(&lim.loop_bf16, lim.threads[k], 7, 0.04,
-                                           &lim.peak_bf16_team[k]);
-            if (!(lim.peak_bf16[k] > 0)) {
+        lim->peak_bf16_team[k] = lim->threads[k];
+        if (lim->have_peak_bf16) {
+            lim->peak_bf16[k] = peak_gflops(&lim->loop_bf16, lim->threads[k], 7, 0.04,
+                                            &lim->peak_bf16_team[k]);
+            if (!(lim->peak_bf16[k] > 0)) {
                 fprintf(stderr, "mha-bench: the bf16 peak loop returned a wrong result\n");
                 return 1;
             }
         }
-        lim.sgemm[k] = o.sgemm ? sgemm_gflops(lim.threads[k], 1024, 7) : 0.0;
+        lim->sgemm[k] = o->sgemm ? sgemm_gflops(lim->threads[k], 1024, 7) : 0.0;
     }
+    return 0;
+}
+
+/* The header on stdout: the machine and its BLAS, the measured limits, notes and warnings
+ * about them, what GFLOP/s counts, and the table's column names. */
+static void print_header(const bench_options *o, int cores, const bench_limits *lim) {
     char load[64];
     load_average(load, sizeof load);
     printf("mha-bench: %d cores (load average %s), %s (%s build), core %s "
            "(OPENBLAS_CORETYPE=%s), seed %llu\n",
            cores, load, openblas_get_config(), blas_parallel_name(), openblas_get_corename(),
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
-           (unsigned long long)o.seed);
+           (unsigned long long)o->seed);
     char lib[512];
     blas_library(lib, sizeof lib);
     printf("OpenBLAS library: %s\n", lib);
-    for (size_t k = 0; k < o.num_threads; k++) {
-        if (o.peak)
+    for (size_t k = 0; k < o->num_threads; k++) {
+        if (o->peak)
             printf("peak, FMA loop (%s, %d-bit vectors, %d accumulators), %d thread%s: "
                    "%.1f GFLOP/s (median of 7)\n",
-                   lim.loop.name, lim.loop.vector_bits, lim.loop.accumulators,
-                   lim.peak_team[k], lim.peak_team[k] == 1 ? "" : "s", lim.peak[k]);
-        if (lim.have_peak_bf16)
+                   lim->loop.name, lim->loop.vector_bits, lim->loop.accumulators,
+                   lim->peak_team[k], lim->peak_team[k] == 1 ? "" : "s", lim->peak[k]);
+        if (lim->have_peak_bf16)
             printf("bf16 peak, _mm512_dpbf16_ps loop (%d-bit vectors, %d accumulators, %d "
                    "flops per lane), %d thread%s: %.1f GFLOP/s (median of 7)\n",
-                   lim.loop_bf16.vector_bits, lim.loop_bf16.accumulators,
-                   lim.loop_bf16.flops_per_lane, lim.peak_bf16_team[k],
-                   lim.peak_bf16_team[k] == 1 ? "" : "s", lim.peak_bf16[k]);
-        if (o.sgemm)
-            printf("sgemm 1024^3, %d thread%s: %.1f GFLOP/s (median of 7)\n", lim.threads[k],
-                   lim.threads[k] == 1 ? "" : "s", lim.sgemm[k]);
+                   lim->loop_bf16.vector_bits, lim->loop_bf16.accumulators,
+                   lim->loop_bf16.flops_per_lane, lim->peak_bf16_team[k],
+                   lim->peak_bf16_team[k] == 1 ? "" : "s", lim->peak_bf16[k]);
+        if (o->sgemm)
+            printf("sgemm 1024^3, %d thread%s: %.1f GFLOP/s (median of 7)\n", lim->threads[k],
+                   lim->threads[k] == 1 ? "" : "s", lim->sgemm[k]);
     }
-    for (size_t k = 0; k < o.num_precisions; k++)
-        if (o.precisions[k] == MHA_PRECISION_BF16 && o.peak && !lim.have_peak_bf16)
+    for (size_t k = 0; k < o->num_precisions; k++)
+        if (o->precisions[k] == MHA_PRECISION_BF16 && o->peak && !lim->have_peak_bf16)
             printf("note: no bf16 peak loop on this CPU (__builtin_cpu_supports(\"avx512bf16\") "
                    "is false although the library runs bf16): bf16 rows have no peak "
                    "fraction\n");
     /* t threads of independent FMAs scale linearly unless the cores are shared */
-    for (size_t k = 0; o.peak && k < o.num_threads; k++)
-        for (size_t j = 0; j < o.num_threads; j++)
-            if (lim.peak_team[j] == 1 && lim.peak_team[k] > 1 &&
-                lim.peak[k] < 0.8 * lim.peak_team[k] * lim.peak[j])
+    for (size_t k = 0; o->peak && k < o->num_threads; k++)
+        for (size_t j = 0; j < o->num_threads; j++)
+            if (lim->peak_team[j] == 1 && lim->peak_team[k] > 1 &&
+                lim->peak[k] < 0.8 * lim->peak_team[k] * lim->peak[j])
                 printf("warning: the peak loop with %d threads ran only %.2fx its 1-thread "
                        "rate: the cores were busy, fractions at %d threads are inflated\n",
-                       lim.peak_team[k], lim.peak[k] / lim.peak[j], lim.peak_team[k]);
+                       lim->peak_team[k], lim->peak[k] / lim->peak[j], lim->peak_team[k]);
     printf("GFLOP/s count the causal half of the attention scores "
            "(3·(8·B·S·D² + 2·B·S²·D) per step)%s\n",
-           lim.have_peak_bf16 ? "; peak and %peak: bf16 rows against the bf16 peak" : "");
+           lim->have_peak_bf16 ? "; peak and %peak: bf16 rows against the bf16 peak" : "");
     printf("\n%-16s %3s %4s %4s %5s %10s %9s %9s %8s %7s %6s %7s %6s %12s %12s %6s\n",
            "B,S,D,H", "thr", "p", "prec", "reps", "ms", "fwd_ms", "bwd_ms", "GFLOP/s", "sgemm",
            "%sgemm", "peak", "%peak", "act_bytes", "ref_bytes", "ratio");
     fflush(stdout);
+}
 
-    size_t total = o.num_cases * o.num_dropouts * o.num_threads * o.num_precisions, n = 0;
-    bench_result *res = calloc(total, sizeof *res);
-    if (!res) return 1;
+/* One record as a row of the table on stdout. */
+static void print_row(const bench_result *r) {
+    char name[96];
+    snprintf(name, sizeof name, "%zu,%zu,%zu,%zu", r->c.B, r->c.S, r->c.D, r->c.H);
+    printf("%-16s %3d %4.2g %4s %5ld %10.4f %9.4f %9.4f %8.2f %7.1f %5.1f%% %7.1f "
+           "%5.1f%% %12zu %12zu %6.3f\n",
+           name, r->threads, r->dropout, mha_precision_name(r->precision), r->reps,
+           r->ms, r->fwd_ms, r->bwd_ms,
+           r->gflops, r->sgemm_gflops, 100.0 * r->sgemm_fraction, r->peak_gflops,
+           100.0 * r->peak_fraction, r->activation_bytes, r->reference_bytes,
+           (double)r->activation_bytes / (double)r->reference_bytes);
+    fflush(stdout);
+}
+
+/* Time every case × dropout × thread count × precision into res [that many], each record
+ * with the sgemm limit measured right before it and its peak, and print it as it comes.
+ * Returns the records written. */
+static size_t run_all(const bench_options *o, const bench_limits *lim, bench_result *res) {
+    size_t n = 0;
     /* the precisions innermost: a case's fp32 and bf16 rows are timed back to back */
-    for (size_t ci = 0; ci < o.num_cases; ci++)
-        for (size_t di = 0; di < o.num_dropouts; di++)
-            for (size_t ti = 0; ti < o.num_threads; ti++)
-                for (size_t pi = 0; pi < o.num_precisions; pi++) {
+    for (size_t ci = 0; ci < o->num_cases; ci++)
+        for (size_t di = 0; di < o->num_dropouts; di++)
+            for (size_t ti = 0; ti < o->num_threads; ti++)
+                for (size_t pi = 0; pi < o->num_precisions; pi++) {
                     bench_result *r = &res[n++];
-                    double sg_here = o.sgemm ? sgemm_gflops(lim.threads[ti], 1024, 5) : 0.0;
-                    run_case(&o, o.cases[ci], o.dropouts[di], lim.threads[ti], o.precisions[pi], r);
+                    double sg_here = o->sgemm ? sgemm_gflops(lim->threads[ti], 1024, 5) : 0.0;
+                    run_case(o, o->cases[ci], o->dropouts[di], lim->threads[ti],
+                             o->precisions[pi], r);
                     r->sgemm_gflops = sg_here;
                     r->sgemm_fraction = sg_here > 0 ? r->gflops / sg_here : 0.0;
-                    r->peak_gflops = record_peak(&lim, ti, r->precision);
+                    r->peak_gflops = record_peak(lim, ti, r->precision);
                     r->peak_fraction = r->peak_gflops > 0 ? r->gflops / r->peak_gflops : 0.0;
-                    char name[96];
-                    snprintf(name, sizeof name, "%zu,%zu,%zu,%zu", r->c.B, r->c.S, r->c.D, r->c.H);
-                    printf("%-16s %3d %4.2g %4s %5ld %10.4f %9.4f %9.4f %8.2f %7.1f %5.1f%% %7.1f "
-                           "%5.1f%% %12zu %12zu %6.3f\n",
-                           name, r->threads, r->dropout, mha_precision_name(r->precision), r->reps,
-                           r->ms, r->fwd_ms, r->bwd_ms,
-                           r->gflops, r->sgemm_gflops, 100.0 * r->sgemm_fraction, r->peak_gflops,
-                           100.0 * r->peak_fraction, r->activation_bytes, r->reference_bytes,
-                           (double)r->activation_bytes / (double)r->reference_bytes);
-                    fflush(stdout);
+                    print_row(r);
                 }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    bench_options o;
+    parse_args(argc, argv, &o);
+    int cores = all_cores();
+    bench_limits lim;
+    int st = measure_limits(&o, cores, &lim);
+    if (st)
+        return st;
+    print_header(&o, cores, &lim);
+
+    size_t total = o.num_cases * o.num_dropouts * o.num_threads * o.num_precisions;
+    bench_result *res = calloc(total, sizeof *res);
+    if (!res) return 1;
+    size_t n = run_all(&o, &lim, res);
     int rc = 0;
     if (o.json_path) {
         if (write_json(o.json_path, &o, res, n, &lim)) {

@@ -1,6 +1,6 @@
 /* Tests of the training programs' pictures: the loss-curve smoother (report_smooth) and
- * the SVG writers (train/common/svg.c): no lag, bounded heat maps that fit a 1200-px window,
- * charts whose panels share their x ticks. */
+ * the SVG writers (train/common/svg.c, svg_heatmap.c): no lag, bounded heat maps that fit
+ * a 1200-px window, charts whose panels share their x ticks. */
 #include "test_util.h"
 
 #include <math.h>

@@ -1,16 +1,15 @@
-/* Hand-written SVG charts and heat maps: see svg.h. */
+/* Hand-written SVG line charts (svg_write_charts; the heat maps are in svg_heatmap.c), and
+ * the text helpers both share (svg_internal.h): see svg.h. */
 #include "svg.h"
+#include "svg_internal.h"
 
 #include <limits.h>
 #include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "mha.h"
 
 /* Write text with &, <, > escaped. */
-static void svg_text(FILE *f, const char *s)
+void svg__text(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
         if (*s == '&')
@@ -25,7 +24,7 @@ static void svg_text(FILE *f, const char *s)
 }
 
 /* Characters (UTF-8 code points) of s; 0 for NULL. */
-static size_t utf8_len(const char *s)
+size_t svg__utf8_len(const char *s)
 {
     size_t n = 0;
     for (; s && *s; s++)
@@ -101,11 +100,27 @@ static int hides_earlier(const svg_chart *c, size_t s, double tol)
     return 0;
 }
 
-static void chart(FILE *f, const svg_chart *c, double ox, double oy, double w, double h,
-                  double xmin, double xmax)
+/* Where a chart panel draws: its corner (ox, oy), the plot frame pw × ph px at
+ * (ox + L, oy + T), and the data ranges the frame spans. */
+typedef struct chart_frame {
+    double ox, oy, L, T, pw, ph;
+    double xmin, xmax, ymin, ymax;
+} chart_frame;
+
+/* Pixel x of data x, pixel y of (plotted) data y. */
+static double frame_px(const chart_frame *fr, double x)
 {
-    const double L = CHART_L, T = CHART_T, pw = w - CHART_L - CHART_R,
-                 ph = h - CHART_T - CHART_B;
+    return fr->ox + fr->L + (x - fr->xmin) / (fr->xmax - fr->xmin) * fr->pw;
+}
+static double frame_py(const chart_frame *fr, double y)
+{
+    return fr->oy + fr->T + (1.0 - (y - fr->ymin) / (fr->ymax - fr->ymin)) * fr->ph;
+}
+
+/* The y range [*ymin, *ymax] of chart c (its own, or fitted to its plotted values and
+ * widened to ticks) and the tick step *ys (1 decade on a log chart). */
+static void chart_y_axis(const svg_chart *c, double *ymin_out, double *ymax_out, double *ys_out)
+{
     double ymin = INFINITY, ymax = -INFINITY;
     for (size_t s = 0; s < c->n_series; s++)
         for (size_t i = 0; i < c->series[s].n; i++) {
@@ -135,96 +150,125 @@ static void chart(FILE *f, const svg_chart *c, double ox, double oy, double w, d
             ymax = ceil(ymax / ys - 1e-9) * ys;
         }
     }
+    *ymin_out = ymin;
+    *ymax_out = ymax;
+    *ys_out = ys;
+}
 
-#define PX(x) (ox + L + ((x) - xmin) / (xmax - xmin) * pw)
-#define PY(y) (oy + T + (1.0 - ((y) - ymin) / (ymax - ymin)) * ph)
-    fprintf(f, "<g class=\"panel\" font-family=\"sans-serif\" font-size=\"12\">\n");
+/* The panel's title, frame, grid with tick labels (y every ys, x the same in every panel)
+ * and axis labels; h is the panel's height in px. */
+static void chart_axes(FILE *f, const svg_chart *c, const chart_frame *fr, double h, double ys)
+{
+    const double ox = fr->ox, oy = fr->oy, L = fr->L, T = fr->T, pw = fr->pw, ph = fr->ph;
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"15\" font-weight=\"bold\">", ox + L,
             oy + 20);
-    svg_text(f, c->title);
+    svg__text(f, c->title);
     fprintf(f, "</text>\n");
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" "
                "stroke=\"#888\"/>\n", ox + L, oy + T, pw, ph);
     /* y grid and labels, from the bottom of the frame */
-    for (double k = ceil(ymin / ys - 1e-9); k * ys <= ymax + 1e-9 * ys; k += 1) {
+    for (double k = ceil(fr->ymin / ys - 1e-9); k * ys <= fr->ymax + 1e-9 * ys; k += 1) {
         double y = k * ys;
         fprintf(f, "<line class=\"ygrid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
-                   "stroke=\"#ddd\"/>\n", ox + L, ox + L + pw, PY(y), PY(y));
+                   "stroke=\"#ddd\"/>\n", ox + L, ox + L + pw, frame_py(fr, y), frame_py(fr, y));
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ox + L - 5,
-                PY(y) + 4, c->log_y ? pow(10.0, y) : fabs(y) < 1e-9 * ys ? 0.0 : y);
+                frame_py(fr, y) + 4, c->log_y ? pow(10.0, y) : fabs(y) < 1e-9 * ys ? 0.0 : y);
     }
     /* x grid and labels: the same in every panel (the x range is shared) */
-    double xs = nice_step(xmax - xmin, 6);
-    for (double k = ceil(xmin / xs - 1e-9); k * xs <= xmax + 1e-9 * xs; k += 1) {
+    double xs = nice_step(fr->xmax - fr->xmin, 6);
+    for (double k = ceil(fr->xmin / xs - 1e-9); k * xs <= fr->xmax + 1e-9 * xs; k += 1) {
         double x = k * xs;
         fprintf(f, "<line class=\"xgrid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
-                   "stroke=\"#ddd\"/>\n", PX(x), PX(x), oy + T, oy + T + ph);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", PX(x),
-                oy + T + ph + 16, fabs(x) < 1e-9 * xs ? 0.0 : x);
+                   "stroke=\"#ddd\"/>\n", frame_px(fr, x), frame_px(fr, x), oy + T, oy + T + ph);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                frame_px(fr, x), oy + T + ph + 16, fabs(x) < 1e-9 * xs ? 0.0 : x);
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", ox + L + pw / 2,
             oy + h - 8);
-    svg_text(f, c->xlabel);
+    svg__text(f, c->xlabel);
     fprintf(f, "</text>\n<text transform=\"translate(%.1f,%.1f) rotate(-90)\" "
                "text-anchor=\"middle\">", ox + 16, oy + T + ph / 2);
-    svg_text(f, c->ylabel);
+    svg__text(f, c->ylabel);
     fprintf(f, "</text>\n");
-    /* curves, in order; one lying on an earlier one is dashed (hides_earlier) */
-    const double tol = (ymax - ymin) / ph; /* one pixel */
-    for (size_t s = 0; s < c->n_series; s++) {
-        const svg_series *se = &c->series[s];
-        const char *dash = hides_earlier(c, s, tol) ? " stroke-dasharray=\"7 5\"" : "";
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"",
-                se->color, dash);
-        /* at most 4 points per pixel column (first, min, max, last in x order): the same
-         * picture, and a bounded file for a million steps */
-        long col = LONG_MIN;
-        double first = 0, lo = 0, hi = 0, last = 0;
-        size_t ifirst = 0, ilo = 0, ihi = 0, ilast = 0;
-        int have = 0;
-        for (size_t i = 0; i <= se->n; i++) {
-            double y = NAN;
-            long cx = LONG_MAX;
-            if (i < se->n) {
-                y = plotted(c, se, i);
-                if (!isfinite(y))
-                    continue;
-                y = fmin(fmax(y, ymin), ymax);
-                cx = lround(floor(PX(se->x[i])));
-                if (have && cx == col) {
-                    if (y < lo) { lo = y; ilo = i; }
-                    if (y > hi) { hi = y; ihi = i; }
-                    last = y;
-                    ilast = i;
-                    continue;
-                }
+}
+
+/* The points of series se as one polyline's "x,y " list: at most 4 per pixel column (first,
+ * min, max, last in x order), the same picture and a bounded file for a million steps;
+ * values are clamped to the frame. */
+static void chart_points(FILE *f, const svg_chart *c, const svg_series *se,
+                         const chart_frame *fr)
+{
+    long col = LONG_MIN;
+    double first = 0, lo = 0, hi = 0, last = 0;
+    size_t ifirst = 0, ilo = 0, ihi = 0, ilast = 0;
+    int have = 0;
+    for (size_t i = 0; i <= se->n; i++) {
+        double y = NAN;
+        long cx = LONG_MAX;
+        if (i < se->n) {
+            y = plotted(c, se, i);
+            if (!isfinite(y))
+                continue;
+            y = fmin(fmax(y, fr->ymin), fr->ymax);
+            cx = lround(floor(frame_px(fr, se->x[i])));
+            if (have && cx == col) {
+                if (y < lo) { lo = y; ilo = i; }
+                if (y > hi) { hi = y; ihi = i; }
+                last = y;
+                ilast = i;
+                continue;
             }
-            if (have) { /* flush the column, its points in index order */
-                size_t idx[4] = {ifirst, ilo < ihi ? ilo : ihi, ilo < ihi ? ihi : ilo, ilast};
-                double val[4] = {first, ilo < ihi ? lo : hi, ilo < ihi ? hi : lo, last};
-                for (int k = 0; k < 4; k++)
-                    if (k == 0 || idx[k] != idx[k - 1])
-                        fprintf(f, "%.1f,%.1f ", PX(se->x[idx[k]]), PY(val[k]));
-            }
-            if (i == se->n)
-                break;
-            have = 1;
-            col = cx;
-            first = lo = hi = last = y;
-            ifirst = ilo = ihi = ilast = i;
         }
-        fprintf(f, "\"/>\n");
-        double ly = oy + T + 10 + 18.0 * (double)s;
-        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"3\"%s/>\n", ox + L + pw + 10, ox + L + pw + 38, ly, ly,
-                se->color, dash);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", ox + L + pw + 43, ly + 4);
-        svg_text(f, se->label);
-        fprintf(f, "</text>\n");
+        if (have) { /* flush the column, its points in index order */
+            size_t idx[4] = {ifirst, ilo < ihi ? ilo : ihi, ilo < ihi ? ihi : ilo, ilast};
+            double val[4] = {first, ilo < ihi ? lo : hi, ilo < ihi ? hi : lo, last};
+            for (int k = 0; k < 4; k++)
+                if (k == 0 || idx[k] != idx[k - 1])
+                    fprintf(f, "%.1f,%.1f ", frame_px(fr, se->x[idx[k]]), frame_py(fr, val[k]));
+        }
+        if (i == se->n)
+            break;
+        have = 1;
+        col = cx;
+        first = lo = hi = last = y;
+        ifirst = ilo = ihi = ilast = i;
     }
+}
+
+/* Series s of chart c: its curve, and its legend entry (line and label) right of the frame,
+ * the row of its index. Dashed if it lies on an earlier series (hides_earlier). */
+static void chart_series(FILE *f, const svg_chart *c, size_t s, const chart_frame *fr)
+{
+    const svg_series *se = &c->series[s];
+    const double tol = (fr->ymax - fr->ymin) / fr->ph; /* one pixel */
+    const char *dash = hides_earlier(c, s, tol) ? " stroke-dasharray=\"7 5\"" : "";
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"",
+            se->color, dash);
+    chart_points(f, c, se, fr);
+    fprintf(f, "\"/>\n");
+    const double right = fr->ox + fr->L + fr->pw; /* the frame's right edge */
+    double ly = fr->oy + fr->T + 10 + 18.0 * (double)s;
+    fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+               "stroke-width=\"3\"%s/>\n", right + 10, right + 38, ly, ly, se->color, dash);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", right + 43, ly + 4);
+    svg__text(f, se->label);
+    fprintf(f, "</text>\n");
+}
+
+/* One panel of w × h px at (ox, oy): chart c over the shared x range [xmin, xmax]. */
+static void chart(FILE *f, const svg_chart *c, double ox, double oy, double w, double h,
+                  double xmin, double xmax)
+{
+    chart_frame fr = {.ox = ox, .oy = oy, .L = CHART_L, .T = CHART_T,
+                      .pw = w - CHART_L - CHART_R, .ph = h - CHART_T - CHART_B,
+                      .xmin = xmin, .xmax = xmax};
+    double ys;
+    chart_y_axis(c, &fr.ymin, &fr.ymax, &ys);
+    fprintf(f, "<g class=\"panel\" font-family=\"sans-serif\" font-size=\"12\">\n");
+    chart_axes(f, c, &fr, h, ys);
+    for (size_t s = 0; s < c->n_series; s++) /* in order; later ones on top */
+        chart_series(f, c, s, &fr);
     fprintf(f, "</g>\n");
-#undef PX
-#undef PY
 }
 
 int svg_write_charts(const char *path, const svg_chart *charts, size_t n, int width, int height)
@@ -242,324 +286,6 @@ int svg_write_charts(const char *path, const svg_chart *charts, size_t n, int wi
     for (size_t i = 0; i < n; i++)
         chart(f, &charts[i], 0, (double)height * (double)i, width, height, xmin, xmax);
     fprintf(f, "</svg>\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return MHA_EIO;
-    return MHA_OK;
-}
-
-/* ---- heat maps ---------------------------------------------------------------------------- */
-
-enum {
-    HM_LEVELS = 64,      /* colour levels: level l shows weights near l/64           */
-    HM_MAX_WIDTH = 1200, /* the picture's width in px, at most (heads wrap into rows)  */
-    HM_MARGIN = 20,
-};
-
-/* Colour of level l (0 white → HM_LEVELS dark blue (8,48,107)), as "#rrggbb". */
-static void level_colour(int l, char out[8])
-{
-    double v = (double)l / HM_LEVELS;
-    snprintf(out, 8, "#%02x%02x%02x", (unsigned)lround(255 - v * (255 - 8)),
-             (unsigned)lround(255 - v * (255 - 48)), (unsigned)lround(255 - v * (255 - 107)));
-}
-
-/* Level of a weight: 0 only for exactly 0 (and non-finite values); any positive weight at
- * least level 1; else the nearest level. */
-static unsigned char weight_level(double v)
-{
-    if (!isfinite(v) || v <= 0)
-        return 0;
-    long l = lround(fmin(v, 1.0) * HM_LEVELS);
-    return (unsigned char)(l < 1 ? 1 : l);
-}
-
-/* The smallest step 1, 2, 4, 8, ... with step × px_per_position ≥ 30 px. */
-static size_t tick_step(double px_per_position)
-{
-    size_t s = 1;
-    while ((double)s * px_per_position < 30.0 && s < ((size_t)1 << 40))
-        s *= 2;
-    return s;
-}
-
-/* Print s, wrapped before a space to lines of at most `cap` characters (2 lines at most
- * are wrapped; the rest stays on the last one), as <text> lines from y, `dy` apart.
- * Returns the number of lines. */
-static int wrapped_text(FILE *f, const char *s, double x, double y, double dy, size_t cap,
-                        const char *attrs)
-{
-    int lines = 0;
-    while (s && *s) {
-        size_t n = strlen(s), cut = n;
-        if (utf8_len(s) > cap && lines == 0) {
-            cut = 0;
-            for (size_t i = 0, chars = 0; i < n && chars <= cap; i++) {
-                if (s[i] == ' ')
-                    cut = i;
-                chars += ((unsigned char)s[i] & 0xC0) != 0x80;
-            }
-            if (cut == 0)
-                cut = n;
-        }
-        char *line = malloc(cut + 1);
-        if (!line)
-            return lines;
-        memcpy(line, s, cut);
-        line[cut] = '\0';
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" %s>", x, y + dy * lines, attrs);
-        svg_text(f, line);
-        fprintf(f, "</text>\n");
-        free(line);
-        lines++;
-        s += cut;
-        while (*s == ' ')
-            s++;
-    }
-    return lines;
-}
-
-int svg_heatmap_layout(size_t heads, size_t rows, size_t cols, svg_heatmap_geometry *g)
-{
-    if (!g || heads == 0 || rows == 0 || cols == 0 || heads > SIZE_MAX / rows ||
-        heads * rows > SIZE_MAX / cols)
-        return MHA_EINVAL;
-    memset(g, 0, sizeof *g);
-    g->pool_rows = rows > SVG_HEATMAP_MAX_CELLS ? (rows + SVG_HEATMAP_MAX_CELLS - 1) /
-                                                       SVG_HEATMAP_MAX_CELLS : 1;
-    g->pool_cols = cols > SVG_HEATMAP_MAX_CELLS ? (cols + SVG_HEATMAP_MAX_CELLS - 1) /
-                                                       SVG_HEATMAP_MAX_CELLS : 1;
-    g->rows = (rows + g->pool_rows - 1) / g->pool_rows;
-    g->cols = (cols + g->pool_cols - 1) / g->pool_cols;
-    size_t big = g->rows > g->cols ? g->rows : g->cols;
-    size_t cell = 512 / big;
-    g->cell = cell < 3 ? 3 : cell > 22 ? 22 : cell;
-    return MHA_OK;
-}
-
-/* w [heads, rows, cols] as svg_weight_fn */
-static double weight_f64(const void *ctx, size_t h, size_t i, size_t j, size_t rows,
-                         size_t cols)
-{
-    return ((const double *)ctx)[(h * rows + i) * cols + j];
-}
-static double weight_f32(const void *ctx, size_t h, size_t i, size_t j, size_t rows,
-                         size_t cols)
-{
-    return ((const float *)ctx)[(h * rows + i) * cols + j];
-}
-
-int svg_write_heatmaps(const char *path, const char *title, size_t heads, size_t rows,
-                       size_t cols, const double *w, const char *const *row_labels,
-                       const char *const *col_labels)
-{
-    if (!w)
-        return MHA_EINVAL;
-    return svg_write_heatmaps_fn(path, title, heads, rows, cols, weight_f64, w, row_labels,
-                                 col_labels);
-}
-
-int svg_write_heatmaps_f(const char *path, const char *title, size_t heads, size_t rows,
-                         size_t cols, const float *w, const char *const *row_labels,
-                         const char *const *col_labels)
-{
-    if (!w)
-        return MHA_EINVAL;
-    return svg_write_heatmaps_fn(path, title, heads, rows, cols, weight_f32, w, row_labels,
-                                 col_labels);
-}
-
-int svg_write_heatmaps_fn(const char *path, const char *title, size_t heads, size_t rows,
-                          size_t cols, svg_weight_fn weight, const void *ctx,
-                          const char *const *row_labels, const char *const *col_labels)
-{
-    svg_heatmap_geometry g;
-    if (!path || !weight || svg_heatmap_layout(heads, rows, cols, &g) != MHA_OK)
-        return MHA_EINVAL;
-    const size_t R = g.rows, C = g.cols, pr = g.pool_rows, pc = g.pool_cols;
-    size_t len_r = 0, len_c = 0;
-    for (size_t i = 0; row_labels && i < rows; i++)
-        len_r = utf8_len(row_labels[i]) > len_r ? utf8_len(row_labels[i]) : len_r;
-    for (size_t j = 0; col_labels && j < cols; j++)
-        len_c = utf8_len(col_labels[j]) > len_c ? utf8_len(col_labels[j]) : len_c;
-    const int vertical = len_c > 2;
-    const double num_w = 8 + 5.5 * (double)utf8_len("0000") + (rows >= 10000 ? 11 : 0);
-    /* one panel: head name; key tokens; [query numbers | query tokens | map]; key numbers.
-     * The cell shrinks (not below 3 px) until two heads fit side by side. */
-    double c, fs, cw, left, top, pw, ph, map_w, map_h;
-    int tok_r, tok_c;
-    for (;; g.cell--) {
-        c = (double)g.cell;
-        /* tokens along an axis only when every position has its own cell, wide enough */
-        tok_r = row_labels && pr == 1 && g.cell >= 7;
-        tok_c = col_labels && pc == 1 && g.cell >= 7;
-        fs = fmin(11.0, c * 0.8);
-        cw = 0.62 * fs; /* token font, char width */
-        left = num_w + (tok_r ? cw * (double)len_r + 14 : 0);
-        top = 18 + (tok_c ? (vertical ? cw * (double)len_c : fs) + 6 : 0);
-        map_w = c * (double)C;
-        map_h = c * (double)R;
-        pw = left + map_w + 16;
-        ph = top + map_h + 30;
-        if (g.cell <= 3 || heads == 1 || 2 * pw <= HM_MAX_WIDTH - 2 * HM_MARGIN)
-            break;
-    }
-    size_t per_row = (size_t)fmax(1.0, floor((HM_MAX_WIDTH - 2 * HM_MARGIN) / pw));
-    if (per_row > heads)
-        per_row = heads;
-    const size_t n_rows = (heads + per_row - 1) / per_row;
-    per_row = (heads + n_rows - 1) / n_rows; /* balanced: 6 heads in 2 rows of 3 */
-    const size_t title_chars = (size_t)((HM_MAX_WIDTH - 2 * HM_MARGIN) / 8.5);
-    double W = 2 * HM_MARGIN + pw * (double)per_row;
-    double title_w = 8.5 * (double)utf8_len(title) + 2 * HM_MARGIN;
-    W = fmax(W, fmin(title_w, (double)HM_MAX_WIDTH));
-    W = fmax(W, 640); /* room for the colour scale and the down-sampling note */
-
-    unsigned char *lv = malloc(R * C);
-    if (!lv)
-        return MHA_ENOMEM;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        free(lv);
-        return MHA_EIO;
-    }
-    /* header: title (1-2 lines), what down-sampling did, the colour scale */
-    char note[320] = "";
-    if (pr > 1 || pc > 1)
-        snprintf(note, sizeof note, "down-sampled %zu\xc3\x97%zu \xe2\x86\x92 %zu\xc3\x97%zu: "
-                 "each cell is the maximum over %zu\xc3\x97%zu positions", rows, cols, R, C,
-                 pr, pc);
-    /* height: computed below once the title's lines are known; written via a placeholder
-     * would need a second pass, so count the lines first */
-    size_t t_lines = 1;
-    if (utf8_len(title) > title_chars)
-        t_lines = 2;
-    const double y_note = 22 + 19.0 * (double)t_lines;
-    const double y_scale = y_note + (note[0] ? 20 : 0);
-    const double head_top = y_scale + 40;
-    const double H = head_top + ph * (double)n_rows + 18;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n"
-               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H, W, H);
-    wrapped_text(f, title, HM_MARGIN, 22, 19, title_chars,
-                 "font-size=\"15\" font-weight=\"bold\"");
-    if (note[0]) {
-        fprintf(f, "<text class=\"note\" x=\"%d\" y=\"%.1f\" font-size=\"13\" fill=\"#a33\">",
-                HM_MARGIN, y_note);
-        svg_text(f, note);
-        fprintf(f, "</text>\n");
-    }
-    /* colour scale: the 64 levels as a bar 0 → 1, ticks every 0.25 */
-    {
-        const double x0 = HM_MARGIN + 110, bw = 256, bh = 12, y0 = y_scale - 4;
-        fprintf(f, "<g class=\"colour-scale\" font-size=\"11\" shape-rendering=\"crispEdges\">\n<text x=\"%d\" y=\"%.1f\">"
-                   "attention weight</text>\n", HM_MARGIN, y0 + 10);
-        for (int l = 0; l <= HM_LEVELS; l++) {
-            char col[8];
-            level_colour(l, col);
-            fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
-                       "fill=\"%s\"/>\n", x0 + bw * ((double)l - 0.5) / HM_LEVELS +
-                       (l == 0 ? bw * 0.5 / HM_LEVELS : 0), y0,
-                    bw / HM_LEVELS * (l == 0 || l == HM_LEVELS ? 0.5 : 1.0), bh, col);
-        }
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
-                   "stroke=\"#888\"/>\n", x0, y0, bw, bh);
-        for (int k = 0; k <= 4; k++) {
-            double x = x0 + bw * k / 4.0;
-            fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>"
-                       "\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", x,
-                    x, y0 + bh, y0 + bh + 4, x, y0 + bh + 15, k / 4.0);
-        }
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">white: exactly 0 (any weight "
-                   "&gt; 0 is tinted)</text>\n</g>\n", x0 + bw + 14, y0 + 10);
-    }
-    const size_t rstep = tick_step(c / (double)pr), cstep = tick_step(c / (double)pc);
-    for (size_t h = 0; h < heads; h++) {
-        const double ox = HM_MARGIN + pw * (double)(h % per_row),
-                     oy = head_top + ph * (double)(h / per_row);
-        const double mx = ox + left, my = oy + top; /* the map's corner */
-        fprintf(f, "<g class=\"head\">\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" "
-                   "font-weight=\"bold\">head %zu</text>\n", mx, oy + 12, h);
-        /* levels: the maximum over each block (exactly 0 only if the whole block is) */
-        for (size_t I = 0; I < R; I++)
-            for (size_t J = 0; J < C; J++) {
-                double m = 0;
-                for (size_t i = I * pr; i < (I + 1) * pr && i < rows; i++)
-                    for (size_t j = J * pc; j < (J + 1) * pc && j < cols; j++) {
-                        double v = weight(ctx, h, i, j, rows, cols);
-                        if (isfinite(v) && v > m)
-                            m = v;
-                    }
-                lv[I * C + J] = weight_level(m);
-            }
-        /* one path per colour level; a run of equal cells in a row is one rectangle */
-        fprintf(f, "<g transform=\"translate(%.1f,%.1f)\" shape-rendering=\"crispEdges\">\n",
-                mx, my);
-        for (int l = 1; l <= HM_LEVELS; l++) {
-            int open = 0;
-            for (size_t I = 0; I < R; I++)
-                for (size_t J = 0; J < C;) {
-                    if (lv[I * C + J] != l) {
-                        J++;
-                        continue;
-                    }
-                    size_t J1 = J;
-                    while (J1 < C && lv[I * C + J1] == l)
-                        J1++;
-                    if (!open) {
-                        char col[8];
-                        level_colour(l, col);
-                        fprintf(f, "<path fill=\"%s\" d=\"", col);
-                        open = 1;
-                    }
-                    fprintf(f, "M%zu %zuh%zuv%zuh-%zuz", J * g.cell, I * g.cell,
-                            (J1 - J) * g.cell, g.cell, (J1 - J) * g.cell);
-                    J = J1;
-                }
-            if (open)
-                fprintf(f, "\"/>\n");
-        }
-        fprintf(f, "</g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                   "fill=\"none\" stroke=\"#888\"/>\n", mx, my, map_w, map_h);
-        /* tokens: query tokens left of the map, key tokens above it */
-        for (size_t i = 0; tok_r && i < rows; i++) {
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%.1f\" text-anchor=\"end\">",
-                    mx - 3, my + c * ((double)i + 0.5) + 0.35 * fs, fs);
-            svg_text(f, row_labels[i]);
-            fprintf(f, "</text>\n");
-        }
-        for (size_t j = 0; tok_c && j < cols; j++) {
-            double cx = mx + c * ((double)j + 0.5), cy = my - 4;
-            if (vertical)
-                fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" "
-                           "font-size=\"%.1f\" dominant-baseline=\"middle\">", cx, cy, fs);
-            else
-                fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%.1f\" "
-                           "text-anchor=\"middle\">", cx, cy, fs);
-            svg_text(f, col_labels[j]);
-            fprintf(f, "</text>\n");
-        }
-        /* positions: query numbers at the far left with ticks, key numbers below */
-        fprintf(f, "<g font-size=\"9\" fill=\"#666\">\n");
-        for (size_t p = 0; p < rows; p += rstep) {
-            double y = my + c / (double)pr * ((double)p + 0.5);
-            fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
-                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%zu</text>\n",
-                    ox + num_w - 4, ox + num_w, y, y, ox + num_w - 6, y + 3, p);
-        }
-        for (size_t p = 0; p < cols; p += cstep) {
-            double x = mx + c / (double)pc * ((double)p + 0.5);
-            fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
-                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%zu</text>\n",
-                    x, x, my + map_h, my + map_h + 4, x, my + map_h + 13, p);
-        }
-        fprintf(f, "</g>\n</g>\n");
-    }
-    fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"#555\">rows: query position, "
-               "columns: key position; numbers: positions (from 0)%s</text>\n", HM_MARGIN,
-            H - 8, tok_r || tok_c ? ", labels beside them: the tokens" : "");
-    fprintf(f, "</svg>\n");
-    free(lv);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
         return MHA_EIO;
