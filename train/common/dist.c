@@ -170,6 +170,7 @@ void dist_sum(double *x, size_t n)
     (void)n;
 }
 int dist_any(int flag) { return flag != 0; }
+int dist_max(int v) { return v; }
 int dist_same(uint64_t v)
 {
     (void)v;
@@ -239,6 +240,13 @@ int dist_any(int flag)
     int f = flag != 0, any = 0;
     MPI_Allreduce(&f, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     return any;
+}
+
+int dist_max(int v)
+{
+    int m = v;
+    MPI_Allreduce(&v, &m, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return m;
 }
 
 int dist_same(uint64_t v)

@@ -51,6 +51,9 @@ int dist_with_mpi(void);
 void dist_sum(double *x, size_t n);
 /* 1 if any rank's flag is nonzero (all ranks call it; all get the same answer). */
 int dist_any(int flag);
+/* The largest of every rank's v (all ranks call it; all get the same answer): e.g. the
+ * stop signal one rank got, so that every rank exits with its status. */
+int dist_max(int v);
 /* 1 if every rank passed the same value. */
 int dist_same(uint64_t v);
 /* Wait until every rank has called it. */

@@ -486,8 +486,9 @@ static void train_loop(trainer *t, report_csv *csv, report_progress *prog, uint6
             report_csv_row(csv, t->r.step, row, H_COLS);
         save_due(t, eval_now, row, end);
         show_progress(t, prog, eval_now, loss, lr, end);
-        if (dist_any(report_stop_signal()))
-            break; /* every rank at this step; a second signal ends the process */
+        if ((t->stop_sig = dist_max(report_stop_signal())) != 0)
+            break; /* every rank at this step, each to exit with 128 + the signal; a
+                      second signal ends the process */
     }
 }
 
@@ -523,7 +524,6 @@ int g2p_train_main(int argc, char **argv, int first)
     train_loop(t, &csv, &prog, end);
     report_progress_end(&prog);
     const int completed = t->r.step == c->steps;
-    const int sig = report_stop_signal();
     size_t nfig = 0;
     if (t->rank0) {
         char path[CLI_PATH_CAP + 64];
@@ -543,5 +543,7 @@ int g2p_train_main(int argc, char **argv, int first)
            (unsigned long long)t->r.step, t->r.elapsed, 100 * t->r.best_wer,
            (unsigned long long)t->r.best_step, c->out, nfig);
     trainer_free(t);
-    return sig ? 128 + sig : 0;
+    /* 128 + the signal, on every rank (that of a rank which got none too): mpirun passes
+     * the first non-zero status on, so the job's is the signal's as for one process */
+    return t->stop_sig ? 128 + t->stop_sig : 0;
 }

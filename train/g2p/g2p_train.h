@@ -50,6 +50,7 @@ typedef struct trainer {
     size_t n_params;
     double last[H_COLS];       /* the row of the last evaluation (NaN before any)   */
     g2p_clock clk;
+    int stop_sig;              /* the signal (SIGINT or SIGTERM) a rank got, 0 if none */
 } trainer;
 
 /* ---- train/g2p/g2p_train_io.c ---- */

@@ -536,9 +536,9 @@ static int train_loop(trainer *t, report_csv *csv, report_progress *prog, uint64
             report_csv_row(csv, t->r.step, row, H_COLS);
         save_due(t, eval_now, row, end);
         show_progress(t, prog, eval_now, loss, lr, step0, end);
-        if ((t->stopped = dist_any(report_stop_signal())))
-            break; /* finish as at --stop-after (every rank at this step); a second signal
-                      ends the process */
+        if ((t->stop_sig = dist_max(report_stop_signal())) != 0)
+            break; /* finish as at --stop-after (every rank at this step, each to exit with
+                      128 + the signal); a second signal ends the process */
     }
     t->loop_s = report_now() - t_loop; /* the loop, evaluations included */
     t->eval_s = k->eval_s;
@@ -578,5 +578,7 @@ int gpt_train_main(int argc, char **argv, int first)
         gpt_finish_run(t, tok_s, completed, sig);
     trainer_free(t);
     dist_barrier();
-    return sig ? 128 + sig : 0; /* stopped for another rank's signal: as --stop-after */
+    /* 128 + the signal, on every rank (that of a rank which got none too): mpirun passes
+     * the first non-zero status on, so the job's is the signal's as for one process */
+    return t->stop_sig ? 128 + t->stop_sig : 0;
 }

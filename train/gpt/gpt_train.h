@@ -52,7 +52,7 @@ typedef struct trainer {
     size_t ck_vocab_n;         /* and the size of its vocabulary                        */
     size_t n_params;
     loop_clock clk;
-    int stopped;               /* a rank was sent SIGINT or SIGTERM                     */
+    int stop_sig;              /* the signal (SIGINT or SIGTERM) a rank got, 0 if none  */
     char run_id[RUNDIR_ID_CAP]; /* this run's (rundir.h), kept across --resume           */
     const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     /* data parallelism (train/common/dist.h); one rank: rank0 1, b_first 0, b_count B */

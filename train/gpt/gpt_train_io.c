@@ -351,7 +351,7 @@ void gpt_finish_run(trainer *t, double tok_s, int completed, int sig)
     if (!completed)
         printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
                (unsigned long long)t->r.step, (unsigned long long)c->steps,
-               sig ? report_signal_name(sig) : t->stopped ? "a signal to another rank"
+               sig ? report_signal_name(sig) : t->stop_sig ? "a signal to another rank"
                                                           : "--stop-after", t->ckpt_path);
     if (isfinite(t->last_ev[1]))
         printf("validation loss %.4f, training %.4f (evaluated at step %llu; best validation "
