@@ -329,7 +329,7 @@ static void setup(trainer *t, int argc, char **argv, int first)
     cli_apply(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, vals, c);
     for (size_t k = 0; k < G2P_N_TRAIN_OPTS; k++)
         given[k] = vals[k] != NULL;
-    st_file *ck = NULL;
+    mha_st_file *ck = NULL;
     g2p_vocab src = {0}, tgt = {0};
     char what[CLI_PATH_CAP + 32];
     if (c->resume[0]) {
@@ -392,7 +392,7 @@ static void setup(trainer *t, int argc, char **argv, int first)
     g2p_check_memory(c, src.n, tgt.n); /* before the model, and before the directory */
     cli_prepare_out_dir(c->out);
     /* the run's id: the checkpoint's (one from before run ids gets a new one) */
-    const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
+    const char *ck_id = ck ? mha_st_meta(ck, "run_id") : NULL;
     if (!rundir_id_valid(ck_id))
         ck_id = NULL;
     if (ck_id)
@@ -416,7 +416,7 @@ static void setup(trainer *t, int argc, char **argv, int first)
         cli_check(mha_optim_set_step(t->r.opt, t->r.optim_t), "optimizer");
         cli_check(mha_s2s_set_call_index(t->r.m, t->r.call_index), "model");
         t->r.elapsed = c->elapsed;
-        st_free(ck);
+        mha_st_free(ck);
     }
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);

@@ -210,7 +210,7 @@ int gpt_train_main(int argc, char **argv, int first)
     int explicit_opt[64] = {0};
     parse_train_options(t, argc, argv, first, explicit_opt);
     gpt_run_config *c = &t->cfg;
-    st_file *ck = NULL;
+    mha_st_file *ck = NULL;
     text_vocab *ck_vocab = NULL;
     char what[CLI_PATH_CAP + 32];
     uint64_t ck_step = 0, ck_made = 0;
@@ -238,7 +238,7 @@ int gpt_train_main(int argc, char **argv, int first)
     load_data(t);
     /* several ranks: the same options, text and checkpoint as rank 0, before any decision */
     dist_agree_inputs(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, c, c->data, c->resume);
-    if (ck && strcmp(st_meta(ck, "vocab"), t->vocab_text) != 0)
+    if (ck && strcmp(mha_st_meta(ck, "vocab"), t->vocab_text) != 0)
         cli_die(CLI_EXIT_USAGE, "%s: the vocabulary of --data %s (%zu characters) differs from "
                 "the checkpoint's (%zu)", what, c->data,
                 text_vocab_size(text_corpus_vocab(t->corpus)), text_vocab_size(ck_vocab));
@@ -249,7 +249,7 @@ int gpt_train_main(int argc, char **argv, int first)
                    "train it further, resume with a larger --steps (e.g. --steps %llu).\n",
                    cli_program(), c->resume, (unsigned long long)ck_step,
                    (unsigned long long)c->steps, (unsigned long long)(2 * c->steps));
-            st_free(ck);
+            mha_st_free(ck);
             trainer_free(t);
             return 0;
         }
@@ -262,7 +262,7 @@ int gpt_train_main(int argc, char **argv, int first)
     gpt_check_memory(c, text_vocab_size(text_corpus_vocab(t->corpus)), t->cap_b,
                      text_corpus_len(t->corpus));
     /* the run's id: the checkpoint's (one from before run ids gets a new one) */
-    const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
+    const char *ck_id = ck ? mha_st_meta(ck, "run_id") : NULL;
     if (!rundir_id_valid(ck_id))
         ck_id = NULL;
     if (ck_id)
@@ -285,7 +285,7 @@ int gpt_train_main(int argc, char **argv, int first)
     mha_pcg32_seed(&t->rng, c->seed, TEXT_STREAM_BATCH);
     if (ck) {
         gpt_load_checkpoint(t, ck, what);
-        st_free(ck);
+        mha_st_free(ck);
     }
     if (dist_size() > 1)
         gpt_share_rank0_state(t);
