@@ -1,4 +1,4 @@
-/* Training checkpoints on top of st.h (ckpt.h). */
+/* Training checkpoints on top of the library's safetensors files (ckpt.h). */
 #include "ckpt.h"
 
 #include <dirent.h>

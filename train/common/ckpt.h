@@ -1,7 +1,7 @@
 /*
- * ckpt — training checkpoints of mha-train and mha-gpt on top of the safetensors files of
- * st.h: named float tensors with their optimizer moments, a few integer / double state
- * values, and text metadata (a format name and the run's options).
+ * ckpt — training checkpoints of mha-train and mha-gpt on top of the library's safetensors
+ * files (mha_safetensors.h): named float tensors with their optimizer moments, a few
+ * integer / double state values, and text metadata (a format name and the run's options).
  *
  * Layout of a checkpoint file written by ckpt_save:
  *   <tensor name>                          F32 [shape]   every parameter tensor
