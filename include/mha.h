@@ -178,6 +178,7 @@ MHA_API int mha_param_count(size_t model_dim, size_t *count);
 #include "mha_gradcheck.h"
 #include "mha_optim.h"
 #include "mha_layers.h"
+#include "mha_safetensors.h"
 #include "mha_gpt.h" /* which includes mha_s2s.h, the encoder–decoder built on its block */
 
 #endif /* MHA_H */

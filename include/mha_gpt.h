@@ -34,6 +34,7 @@
 
 #include "mha.h"
 #include "mha_layers.h"
+#include "mha_safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -124,6 +125,28 @@ MHA_API uint64_t mha_gpt_block_seed(uint64_t seed, size_t layer);
 #include "mha_gpt_api.h"
 #undef MHA_REAL
 #undef MHA_NAME
+
+/* ---- Saving and loading the parameters (float32 models; the mhad_ models have none) ----
+ * mha_gpt_save writes every parameter tensor of g under its state_dict name (the names
+ * above, in mha_gpt_tensor order), as dtype F32, BF16 or F16 (rounded to nearest, ties to
+ * even: mha_st_from_f32), and the caller's metadata pairs (as mha_st_save; may be NULL
+ * when n_meta == 0), to a safetensors file at `path`, atomically (mha_st_save). A file
+ * PyTorch's load_state_dict(strict=True) takes for tools/gpt_torch.py's GPT. Nothing else
+ * is stored: a reader needs the configuration (heads in particular) from elsewhere, e.g.
+ * the metadata. MHA_OK; MHA_EINVAL (g or path NULL, another dtype), MHA_ENOMEM, and the
+ * errors of mha_st_save; err gets a one-line message.
+ * mha_gpt_load reads such a file into g: every tensor of g must be in the file, stored as
+ * F32, BF16, F16 (or F64), with exactly g's shape, every value finite, and the file may
+ * hold no other tensor (metadata is ignored). Otherwise nothing of g is written and the
+ * call returns, with the tensor named in err: MHA_ENOTFOUND (a tensor is missing),
+ * MHA_ESHAPE (another shape: a model of another configuration), MHA_EFORMAT (an integer
+ * dtype, a tensor g does not have, or a malformed file), MHA_ENONFINITE (a NaN or an
+ * infinity); or MHA_EIO, MHA_ENOMEM, MHA_EINVAL (g or path NULL). Gradients, optimizer
+ * state and the dropout counter are not touched. */
+MHA_API int mha_gpt_save(const mha_gpt *g, const char *path, mha_st_dtype dtype,
+                         const char *const *meta_keys, const char *const *meta_values,
+                         size_t n_meta, char *err, size_t errlen);
+MHA_API int mha_gpt_load(mha_gpt *g, const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -106,6 +106,17 @@ typedef struct mha_s2s_hyp {
 #undef MHA_REAL
 #undef MHA_NAME
 
+/* ---- Saving and loading the parameters (float32 models; the mhad_ models have none) ----
+ * As mha_gpt_save / mha_gpt_load (mha_gpt.h), with the encoder–decoder's tensors (the
+ * names above, in mha_s2s_tensor order): a file PyTorch's load_state_dict(strict=True)
+ * takes for tools/s2s_torch.py's Seq2Seq. A tied model (untied = 0) has no out.weight, so
+ * loading an untied model's file into it is refused (a tensor it does not have), and the
+ * other way round (out.weight missing). */
+MHA_API int mha_s2s_save(const mha_s2s *m, const char *path, mha_st_dtype dtype,
+                         const char *const *meta_keys, const char *const *meta_values,
+                         size_t n_meta, char *err, size_t errlen);
+MHA_API int mha_s2s_load(mha_s2s *m, const char *path, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

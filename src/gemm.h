@@ -102,7 +102,10 @@ MHA__DECLARE_GEMM(double, d)
  * mha__bf16_cpu — 1 when the CPU has AVX512_BF16 (with AVX512F/BW/VL); asked once.
  * mha__bf16_available — mha__bf16_cpu(), and the environment variable MHA_DISABLE_BF16
  *   unset, empty or "0" (read at every call: what objects check when they are made).
- * mha__bf16_from_float / mha__bf16_to_float — one value, rounded as above / widened. */
+ * mha__bf16_from_float / mha__bf16_to_float — one value, rounded as above / widened.
+ * mha__bf16_round — one value rounded as torch's .to(torch.bfloat16) (the safetensors
+ *   conversion, src/st_convert.c): as mha__bf16_from_float but float subnormals round to
+ *   bfloat16 subnormals instead of zero (mha__bf16_from_float is this after the flush). */
 void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
                 const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
                 size_t ldc);
@@ -111,6 +114,7 @@ void mha__bgemm_ref(int ta, int tb, size_t M, size_t N, size_t K, float alpha, c
 int mha__bf16_cpu(void);
 int mha__bf16_available(void);
 uint16_t mha__bf16_from_float(float x);
+uint16_t mha__bf16_round(float x);
 float mha__bf16_to_float(uint16_t h);
 
 /* ---- shared by both precisions (src/gemm.c) ---- */

@@ -49,16 +49,25 @@
  * Scalar rounding (the reference, and the tests' oracle for the vector conversion)
  * ------------------------------------------------------------------------- */
 
-uint16_t mha__bf16_from_float(float x)
+uint16_t mha__bf16_round(float x)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep sign and top payload, make it quiet */
         return (uint16_t)((u >> 16) | 0x0040u);
-    if ((u & 0x7f800000u) == 0) /* zero or subnormal: signed zero */
-        return (uint16_t)((u >> 16) & 0x8000u);
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even (may carry to inf) */
+    /* round to nearest, ties to even, on the bit pattern: exact for normals and subnormals
+     * alike, and a carry out of the fraction bumps the exponent (to inf past the largest) */
+    u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+uint16_t mha__bf16_from_float(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0) /* zero or subnormal: signed zero, as VCVTNEPS2BF16 */
+        return (uint16_t)((u >> 16) & 0x8000u);
+    return mha__bf16_round(x);
 }
 
 float mha__bf16_to_float(uint16_t h)

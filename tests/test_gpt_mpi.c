@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "mha.h"
-#include "st.h"
+#include "mha_safetensors.h"
 #include "test_prog.h"
 
 #if !defined(MHA_GPT_EXE) || !defined(MHA_GPT_MPI_EXE) || !defined(MHA_MPIEXEC)
@@ -139,25 +139,25 @@ static void assert_close_checkpoints(const char *a, const char *b, double tol, d
     char pa[512], pb[512], err[256];
     snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
     snprintf(pb, sizeof pb, "%s/%s", tmpdir, b);
-    st_file *fa = NULL, *fb = NULL;
-    assert_int_equal(st_load(pa, &fa, err, sizeof err), MHA_OK);
-    assert_int_equal(st_load(pb, &fb, err, sizeof err), MHA_OK);
-    assert_int_equal(st_count(fa), st_count(fb));
+    mha_st_file *fa = NULL, *fb = NULL;
+    assert_int_equal(mha_st_load(pa, &fa, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_load(pb, &fb, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_count(fa), mha_st_count(fb));
     size_t checked = 0;
-    for (size_t i = 0; i < st_count(fa); i++) {
-        st_tensor x, y;
-        assert_int_equal(st_tensor_at(fa, i, &x), MHA_OK);
-        assert_int_equal(st_tensor_at(fb, i, &y), MHA_OK);
+    for (size_t i = 0; i < mha_st_count(fa); i++) {
+        mha_st_tensor x, y;
+        assert_int_equal(mha_st_tensor_at(fa, i, &x), MHA_OK);
+        assert_int_equal(mha_st_tensor_at(fb, i, &y), MHA_OK);
         assert_string_equal(x.name, y.name);
         assert_int_equal(x.dtype, y.dtype);
         size_t n = 1;
         for (size_t d = 0; d < x.ndim; d++)
             n *= x.shape[d];
-        if (x.dtype == ST_U64) {
+        if (x.dtype == MHA_ST_U64) {
             assert_memory_equal(x.data, y.data, n * sizeof(uint64_t));
             continue;
         }
-        if (x.dtype != ST_F32)
+        if (x.dtype != MHA_ST_F32)
             continue; /* best.val_loss (F64): an evaluation, compared through the logs */
         const double t = strstr(x.name, "attn.w_k.bias") ? wk_tol : tol;
         const float *u = x.data, *v = y.data;
@@ -168,8 +168,8 @@ static void assert_close_checkpoints(const char *a, const char *b, double tol, d
         checked++;
     }
     assert_true(checked > 30);
-    st_free(fa);
-    st_free(fb);
+    mha_st_free(fa);
+    mha_st_free(fb);
 }
 
 /* 1 process vs 2 and 3 ranks over 100 steps; overlap vs after-backward sums. */
@@ -421,13 +421,13 @@ static void test_mpi_killed_rank_ends_job(void **state)
         /* the last checkpoint loads, and resumes for 3 more steps */
         char path[600], err[256];
         snprintf(path, sizeof path, "%s/%s", tmpdir, ck);
-        st_file *f = NULL;
-        assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+        mha_st_file *f = NULL;
+        assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
         const void *d;
         uint64_t step;
-        assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
+        assert_int_equal(mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
         memcpy(&step, d, sizeof step);
-        st_free(f);
+        mha_st_free(f);
         assert_true(step >= 20 && step % 20 == 0);
         char resume[160];
         snprintf(resume, sizeof resume, "train --resume %s --stop-after %llu", ck,

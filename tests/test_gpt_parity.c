@@ -26,7 +26,7 @@
 #include "mha.h"
 #include "mha_gpt.h"
 #include "mha_optim.h"
-#include "st.h"
+#include "mha_safetensors.h"
 
 #define FIXTURE MHA_SOURCE_DIR "/tests/fixtures/gpt_parity.safetensors"
 
@@ -36,7 +36,7 @@ static const double RTOL_F64 = 1e-10, RTOL_F32 = 1e-4, RTOL_AFTER5_F32 = 1e-5;
 
 /* The loaded fixture and what its metadata says. */
 typedef struct fixture {
-    st_file *f;
+    mha_st_file *f;
     mha_gpt_config cfg;       /* dropout 0, threads 2                          */
     size_t batch, seq_len, short_seq_len;
     size_t n_params;          /* tensors named in "param_names", in C order    */
@@ -51,7 +51,7 @@ typedef struct fixture {
 
 static const char *fx_meta(const fixture *fx, const char *key)
 {
-    const char *v = st_meta(fx->f, key);
+    const char *v = mha_st_meta(fx->f, key);
     if (v == NULL)
         fail_msg("fixture: no metadata key \"%s\"", key);
     return v;
@@ -77,14 +77,14 @@ static double fx_double(const fixture *fx, const char *key)
     return x;
 }
 
-/* Tensor prefix+name, F64 of exactly this shape (borrowed, valid until st_free). */
+/* Tensor prefix+name, F64 of exactly this shape (borrowed, valid until mha_st_free). */
 static const double *fx_tensor(const fixture *fx, const char *prefix, const char *name,
                                size_t ndim, const size_t *shape)
 {
     char full[192], err[256];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     const void *data = NULL;
-    if (st_get(fx->f, full, ST_F64, ndim, shape, &data, err, sizeof err) != MHA_OK)
+    if (mha_st_get(fx->f, full, MHA_ST_F64, ndim, shape, &data, err, sizeof err) != MHA_OK)
         fail_msg("fixture: %s", err);
     return data;
 }
@@ -97,7 +97,7 @@ static int32_t *fx_ids(const fixture *fx, const char *prefix, const char *name, 
     snprintf(full, sizeof full, "%s%s", prefix, name);
     const size_t shape[2] = {B, T};
     const void *data = NULL;
-    if (st_get(fx->f, full, ST_I64, 2, shape, &data, err, sizeof err) != MHA_OK)
+    if (mha_st_get(fx->f, full, MHA_ST_I64, 2, shape, &data, err, sizeof err) != MHA_OK)
         fail_msg("fixture: %s", err);
     const int64_t *v = data;
     int32_t *ids = malloc(B * T * sizeof *ids);
@@ -126,7 +126,7 @@ static int fixture_setup(void **state)
     fixture *fx = calloc(1, sizeof *fx);
     assert_non_null(fx);
     char err[256];
-    if (st_load(FIXTURE, &fx->f, err, sizeof err) != MHA_OK)
+    if (mha_st_load(FIXTURE, &fx->f, err, sizeof err) != MHA_OK)
         fail_msg("cannot load %s: %s", FIXTURE, err);
     assert_string_equal(fx_meta(fx, "format"), "mha-gpt-parity 1");
     fx->cfg = (mha_gpt_config){.vocab = fx_size(fx, "vocab"),
@@ -183,7 +183,7 @@ static int fixture_setup(void **state)
 static int fixture_teardown(void **state)
 {
     fixture *fx = *state;
-    st_free(fx->f);
+    mha_st_free(fx->f);
     free(fx->names_buf);
     free(fx);
     return 0;
@@ -214,12 +214,12 @@ static double grad_scale(const fixture *fx, const char *prefix, const char *name
     snprintf(full, sizeof full, "%sgrad.%s", prefix, name);
     if (zero_in_exact_arithmetic(name))
         strcpy(full + strlen(full) - strlen("bias"), "weight");
-    for (size_t i = 0; i < st_count(fx->f); i++) {
-        st_tensor t;
-        if (strcmp(st_name(fx->f, i), full) != 0)
+    for (size_t i = 0; i < mha_st_count(fx->f); i++) {
+        mha_st_tensor t;
+        if (strcmp(mha_st_name(fx->f, i), full) != 0)
             continue;
-        assert_int_equal(st_tensor_at(fx->f, i, &t), MHA_OK);
-        assert_int_equal(t.dtype, ST_F64);
+        assert_int_equal(mha_st_tensor_at(fx->f, i, &t), MHA_OK);
+        assert_int_equal(t.dtype, MHA_ST_F64);
         size_t n = 1;
         for (size_t d = 0; d < t.ndim; d++)
             n *= t.shape[d];

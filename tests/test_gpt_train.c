@@ -29,7 +29,7 @@
 #include <pty.h>
 
 #include "mha.h"
-#include "st.h"
+#include "mha_safetensors.h"
 #include "test_prog.h"
 
 #ifndef MHA_GPT_EXE
@@ -127,23 +127,23 @@ static void test_gpt_train_learns(void **state)
 
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/l/checkpoint.safetensors", tmpdir);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_string_equal(st_meta(f, "format"), "mha-gpt/1");
-    assert_string_equal(st_meta(f, "layers"), "2");
-    assert_string_equal(st_meta(f, "data_mode"), "bytes");
-    assert_non_null(st_meta(f, "vocab"));
-    assert_int_equal(strncmp(st_meta(f, "vocab"), "bytes:0a20", 10), 0); /* '\n' then ' ' */
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_string_equal(mha_st_meta(f, "format"), "mha-gpt/1");
+    assert_string_equal(mha_st_meta(f, "layers"), "2");
+    assert_string_equal(mha_st_meta(f, "data_mode"), "bytes");
+    assert_non_null(mha_st_meta(f, "vocab"));
+    assert_int_equal(strncmp(mha_st_meta(f, "vocab"), "bytes:0a20", 10), 0); /* '\n' then ' ' */
     size_t wte[2] = {58, 32}, fc[2] = {128, 32};
-    assert_int_equal(st_get(f, "wte.weight", ST_F32, 2, wte, NULL, err, sizeof err), MHA_OK);
-    assert_int_equal(st_get(f, "blocks.1.mlp.fc.weight", ST_F32, 2, fc, NULL, err, sizeof err),
+    assert_int_equal(mha_st_get(f, "wte.weight", MHA_ST_F32, 2, wte, NULL, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_get(f, "blocks.1.mlp.fc.weight", MHA_ST_F32, 2, fc, NULL, err, sizeof err),
                      MHA_OK);
-    assert_int_equal(st_get(f, "optimizer.exp_avg_sq.blocks.0.attn.w_q.weight", ST_F32, 2, wte,
-                            NULL, err, sizeof err), MHA_ESHAPE); /* present, [32, 32] */
+    assert_int_equal(mha_st_get(f, "optimizer.exp_avg_sq.blocks.0.attn.w_q.weight", MHA_ST_F32, 2, wte,
+                                NULL, err, sizeof err), MHA_ESHAPE); /* present, [32, 32] */
     const void *d;
-    assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
     assert_int_equal(*(const uint64_t *)d, 200);
-    st_free(f);
+    mha_st_free(f);
 }
 
 /* 40 steps straight vs 20 (--stop-after) + --resume 20, one thread, dropout 0.1: the logs,
@@ -228,10 +228,10 @@ static void test_gpt_train_bf16(void **state)
     assert_int_equal(gpt("part", args), 0);
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/part/checkpoint.safetensors", tmpdir);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_string_equal(st_meta(f, "precision"), "bf16");
-    st_free(f);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_string_equal(mha_st_meta(f, "precision"), "bf16");
+    mha_st_free(f);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "cp -r '%s/part' '%s/part32'", tmpdir, tmpdir);
     assert_int_equal(system(cmd), 0);
@@ -254,9 +254,9 @@ static void test_gpt_train_bf16(void **state)
     assert_int_equal(gpt("res32", "train --resume part32/checkpoint.safetensors --precision fp32 "
                                   "--threads 1 --out part32"), 0);
     snprintf(path, sizeof path, "%s/part32/checkpoint.safetensors", tmpdir);
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_string_equal(st_meta(f, "precision"), "fp32");
-    st_free(f);
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_string_equal(mha_st_meta(f, "precision"), "fp32");
+    mha_st_free(f);
 }
 
 /* No stale picture: heat maps of layers the new run does not have (or all of them, when
@@ -368,15 +368,15 @@ static void test_gpt_train_stops_on_signal(void **state)
     assert_true(rows >= 30);
     assert_true(file_exists("sig/summary.json"));
     assert_true(file_exists("sig/loss.svg"));
-    st_file *f = NULL;
+    mha_st_file *f = NULL;
     char err[256];
     char path[512];
     snprintf(path, sizeof path, "%s/sig/checkpoint.safetensors", tmpdir);
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
     const void *step = NULL;
-    assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &step, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &step, err, sizeof err), MHA_OK);
     assert_int_equal(*(const uint64_t *)step, rows);
-    st_free(f);
+    mha_st_free(f);
 
     /* stale temporaries: one of a process that is gone, one of a live process (ours) */
     pid_t gone = fork();
@@ -409,8 +409,8 @@ static void test_gpt_train_stops_on_signal(void **state)
     assert_true(assert_whole_csv("sig2/train_log.csv") >= 20);
     snprintf(path, sizeof path, "%s/sig2/checkpoint.safetensors", tmpdir);
     if (file_exists(path)) { /* a checkpoint, if any, is a whole one */
-        assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-        st_free(f);
+        assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+        mha_st_free(f);
     }
 }
 
@@ -634,10 +634,10 @@ static void test_gpt_train_nonfinite(void **state)
     assert_file_contains("nf.err", "non-finite");
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/nf/checkpoint.safetensors", tmpdir);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
     assert_f32_tensors_finite(f);
-    st_free(f);
+    mha_st_free(f);
     /* and it still samples */
     assert_int_equal(gpt("nfs", "sample --checkpoint nf/checkpoint.safetensors --chars 5"), 0);
 }
@@ -659,12 +659,12 @@ static void test_gpt_train_resume_limits(void **state)
     assert_file_contains("less.err", "--steps");
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/a/checkpoint.safetensors", tmpdir);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    const char *el = st_meta(f, "elapsed_seconds");
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    const char *el = mha_st_meta(f, "elapsed_seconds");
     assert_non_null(el);
     const double first = strtod(el, NULL);
-    st_free(f);
+    mha_st_free(f);
     assert_int_equal(gpt("ext", "train --resume a/checkpoint.safetensors --steps 9"), 0);
     assert_file_contains("ext.out", "--steps changed");
     assert_int_equal((int)summary_number("a/summary.json", "steps"), 9);

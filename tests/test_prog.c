@@ -17,7 +17,7 @@
 #include <cJSON.h>
 
 #include "mha.h"
-#include "st.h"
+#include "mha_safetensors.h"
 
 char tmpdir[256];
 
@@ -235,12 +235,12 @@ double summary_number(const char *path, const char *key)
     return d;
 }
 
-void assert_f32_tensors_finite(const st_file *f)
+void assert_f32_tensors_finite(const mha_st_file *f)
 {
-    for (size_t i = 0; i < st_count(f); i++) {
-        st_tensor t;
-        assert_int_equal(st_tensor_at(f, i, &t), MHA_OK);
-        if (t.dtype != ST_F32)
+    for (size_t i = 0; i < mha_st_count(f); i++) {
+        mha_st_tensor t;
+        assert_int_equal(mha_st_tensor_at(f, i, &t), MHA_OK);
+        if (t.dtype != MHA_ST_F32)
             continue;
         size_t n = 1;
         for (size_t k = 0; k < t.ndim; k++)
@@ -259,18 +259,18 @@ void assert_same_checkpoint(const char *a, const char *b)
     char pa[512], pb[512], err[256];
     snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
     snprintf(pb, sizeof pb, "%s/%s", tmpdir, b);
-    st_file *fa = NULL, *fb = NULL;
-    assert_int_equal(st_load(pa, &fa, err, sizeof err), MHA_OK);
-    assert_int_equal(st_load(pb, &fb, err, sizeof err), MHA_OK);
-    assert_int_equal(st_count(fa), st_count(fb));
-    for (size_t i = 0; i < st_count(fa); i++) {
-        st_tensor x, y;
-        assert_int_equal(st_tensor_at(fa, i, &x), MHA_OK);
-        assert_int_equal(st_tensor_at(fb, i, &y), MHA_OK);
+    mha_st_file *fa = NULL, *fb = NULL;
+    assert_int_equal(mha_st_load(pa, &fa, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_load(pb, &fb, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_count(fa), mha_st_count(fb));
+    for (size_t i = 0; i < mha_st_count(fa); i++) {
+        mha_st_tensor x, y;
+        assert_int_equal(mha_st_tensor_at(fa, i, &x), MHA_OK);
+        assert_int_equal(mha_st_tensor_at(fb, i, &y), MHA_OK);
         assert_string_equal(x.name, y.name);
         assert_int_equal(x.dtype, y.dtype);
         assert_int_equal(x.ndim, y.ndim);
-        size_t n = st_dtype_size(x.dtype);
+        size_t n = mha_st_dtype_size(x.dtype);
         for (size_t d = 0; d < x.ndim; d++) {
             assert_int_equal(x.shape[d], y.shape[d]);
             n *= x.shape[d];
@@ -278,8 +278,8 @@ void assert_same_checkpoint(const char *a, const char *b)
         if (memcmp(x.data, y.data, n) != 0)
             fail_msg("%s and %s differ in tensor %s", a, b, x.name);
     }
-    st_free(fa);
-    st_free(fb);
+    mha_st_free(fa);
+    mha_st_free(fb);
     cJSON *m[2];
     const char *paths[2] = {a, b};
     for (int k = 0; k < 2; k++) {

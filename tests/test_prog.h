@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "st.h"
+#include "mha_safetensors.h"
 
 /* The running test's directory, an absolute path; valid between tmpdir_setup and
  * tmpdir_teardown. */
@@ -77,7 +77,7 @@ double summary_number(const char *path, const char *key);
 
 /* Fails the test, naming tensor and element, if an F32 tensor of the loaded
  * safetensors file f (a checkpoint) holds a NaN or an infinity. */
-void assert_f32_tensors_finite(const st_file *f);
+void assert_f32_tensors_finite(const mha_st_file *f);
 
 /* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
  * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,

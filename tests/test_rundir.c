@@ -29,7 +29,7 @@
 #include <math.h>
 
 #include "mha.h"
-#include "st.h"
+#include "mha_safetensors.h"
 #include "test_prog.h"
 
 enum { TIMEOUT = 120 }; /* seconds any one child may run */
@@ -49,14 +49,14 @@ static void run_id_of(const char *path, char id[32])
 {
     char full[512], err[256];
     snprintf(full, sizeof full, "%s/%s", tmpdir, path);
-    st_file *f = NULL;
-    if (st_load(full, &f, err, sizeof err) != MHA_OK)
+    mha_st_file *f = NULL;
+    if (mha_st_load(full, &f, err, sizeof err) != MHA_OK)
         fail_msg("%s: %s", path, err);
-    const char *v = st_meta(f, "run_id");
+    const char *v = mha_st_meta(f, "run_id");
     assert_non_null(v);
     assert_int_equal(strlen(v), 16);
     snprintf(id, 32, "%s", v);
-    st_free(f);
+    mha_st_free(f);
 }
 
 /* small.txt: the first 20,000 characters of Tiny Shakespeare. */
@@ -82,14 +82,14 @@ static uint64_t ckpt_step(const char *path)
 {
     char full[512], err[256];
     snprintf(full, sizeof full, "%s/%s", tmpdir, path);
-    st_file *f = NULL;
-    if (st_load(full, &f, err, sizeof err) != MHA_OK)
+    mha_st_file *f = NULL;
+    if (mha_st_load(full, &f, err, sizeof err) != MHA_OK)
         fail_msg("%s: %s", path, err);
     const void *d = NULL;
-    assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
     uint64_t s;
     memcpy(&s, d, sizeof s);
-    st_free(f);
+    mha_st_free(f);
     return s;
 }
 
@@ -470,7 +470,7 @@ static void rundir_g2p(void **state)
 
 /* ---- checksums and the state of a checkpoint ------------------------------------------- */
 
-/* Rewrite checkpoint src as dst (relative to tmpdir) with st_save: every tensor and
+/* Rewrite checkpoint src as dst (relative to tmpdir) with mha_st_save: every tensor and
  * metadata pair as they are, except: strip_crc drops the crc32c.* keys (a file from
  * before checksums), swap_a / swap_b (names, NULL: none) exchange their data, and the
  * scalar F64 or U64 tensor `name` (NULL: none) gets the 8 bytes at val8. */
@@ -480,24 +480,24 @@ static void rewrite(const char *src, const char *dst, int strip_crc, const char 
     char ps[512], pd[512], err[256];
     snprintf(ps, sizeof ps, "%s/%s", tmpdir, src);
     snprintf(pd, sizeof pd, "%s/%s", tmpdir, dst);
-    st_file *f = NULL;
-    if (st_load(ps, &f, err, sizeof err) != MHA_OK)
+    mha_st_file *f = NULL;
+    if (mha_st_load(ps, &f, err, sizeof err) != MHA_OK)
         fail_msg("%s: %s", src, err);
-    const size_t n = st_count(f), nm = st_meta_count(f);
-    st_tensor *t = calloc(n, sizeof *t);
+    const size_t n = mha_st_count(f), nm = mha_st_meta_count(f);
+    mha_st_tensor *t = calloc(n, sizeof *t);
     const char **mk = calloc(nm + 1, sizeof *mk), **mv = calloc(nm + 1, sizeof *mv);
     assert_non_null(t);
     assert_non_null(mk);
     assert_non_null(mv);
     size_t ia = n, ib = n;
     for (size_t i = 0; i < n; i++) {
-        assert_int_equal(st_tensor_at(f, i, &t[i]), MHA_OK);
+        assert_int_equal(mha_st_tensor_at(f, i, &t[i]), MHA_OK);
         if (swap_a && strcmp(t[i].name, swap_a) == 0)
             ia = i;
         if (swap_b && strcmp(t[i].name, swap_b) == 0)
             ib = i;
         if (name && strcmp(t[i].name, name) == 0) {
-            assert_true(t[i].ndim == 0 && st_dtype_size(t[i].dtype) == 8);
+            assert_true(t[i].ndim == 0 && mha_st_dtype_size(t[i].dtype) == 8);
             t[i].data = val8;
         }
     }
@@ -509,16 +509,16 @@ static void rewrite(const char *src, const char *dst, int strip_crc, const char 
     }
     size_t k = 0;
     for (size_t i = 0; i < nm; i++) {
-        assert_int_equal(st_meta_at(f, i, &mk[k], &mv[k]), MHA_OK);
+        assert_int_equal(mha_st_meta_at(f, i, &mk[k], &mv[k]), MHA_OK);
         if (!(strip_crc && (strncmp(mk[k], "crc32c.", 7) == 0 || strcmp(mk[k], "run_id") == 0)))
             k++;
     }
-    if (st_save(pd, t, n, mk, mv, k, err, sizeof err) != MHA_OK)
+    if (mha_st_save(pd, t, n, mk, mv, k, err, sizeof err) != MHA_OK)
         fail_msg("cannot write %s: %s", dst, err);
     free(t);
     free(mk);
     free(mv);
-    st_free(f);
+    mha_st_free(f);
 }
 
 /* Checkpoint "s": sample from it must exit 2 with `needle` on stderr, and --resume too. */

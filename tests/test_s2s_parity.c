@@ -35,7 +35,7 @@
 
 #include "mha.h"
 #include "mha_s2s.h"
-#include "st.h"
+#include "mha_safetensors.h"
 
 #define FIXTURE_TIED MHA_SOURCE_DIR "/tests/fixtures/s2s_parity.safetensors"
 #define FIXTURE_UNTIED MHA_SOURCE_DIR "/tests/fixtures/s2s_parity_untied.safetensors"
@@ -46,7 +46,7 @@ static const double RTOL_F64 = 1e-10, RTOL_F32 = 1e-4;
 
 /* One loaded fixture file and what its metadata says. */
 typedef struct fixture {
-    st_file *f;
+    mha_st_file *f;
     const char *path;
     mha_s2s_config cfg;       /* dropout 0, threads 2; label_smoothing set per case */
     size_t batch;
@@ -75,7 +75,7 @@ typedef struct case_result {
 
 static const char *fx_meta(const fixture *fx, const char *key)
 {
-    const char *v = st_meta(fx->f, key);
+    const char *v = mha_st_meta(fx->f, key);
     if (v == NULL)
         fail_msg("%s: no metadata key \"%s\"", fx->path, key);
     return v;
@@ -116,14 +116,14 @@ static double case_double(const fixture *fx, const char *k, const char *key)
     return fx_double(fx, full);
 }
 
-/* Tensor prefix+name, F64 of exactly this shape (borrowed, valid until st_free). */
+/* Tensor prefix+name, F64 of exactly this shape (borrowed, valid until mha_st_free). */
 static const double *fx_tensor(const fixture *fx, const char *prefix, const char *name,
                                size_t ndim, const size_t *shape)
 {
     char full[192], err[256];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     const void *data = NULL;
-    if (st_get(fx->f, full, ST_F64, ndim, shape, &data, err, sizeof err) != MHA_OK)
+    if (mha_st_get(fx->f, full, MHA_ST_F64, ndim, shape, &data, err, sizeof err) != MHA_OK)
         fail_msg("%s: %s", fx->path, err);
     return data;
 }
@@ -135,7 +135,7 @@ static const int64_t *fx_ids(const fixture *fx, const char *k, const char *name,
     char full[96], err[256];
     snprintf(full, sizeof full, "%s.%s", k, name);
     const void *data = NULL;
-    if (st_get(fx->f, full, ST_I64, ndim, shape, &data, err, sizeof err) != MHA_OK)
+    if (mha_st_get(fx->f, full, MHA_ST_I64, ndim, shape, &data, err, sizeof err) != MHA_OK)
         fail_msg("%s: %s", fx->path, err);
     return data;
 }
@@ -163,7 +163,7 @@ static void fixture_load(fixture *fx, const char *path)
 {
     char err[256];
     fx->path = path;
-    if (st_load(path, &fx->f, err, sizeof err) != MHA_OK)
+    if (mha_st_load(path, &fx->f, err, sizeof err) != MHA_OK)
         fail_msg("cannot load %s: %s", path, err);
     assert_string_equal(fx_meta(fx, "format"), "mha-s2s-parity 1");
     fx->cfg = (mha_s2s_config){.src_vocab = fx_size(fx, "src_vocab"),
@@ -190,7 +190,7 @@ static void fixture_load(fixture *fx, const char *path)
 
 static void fixture_free(fixture *fx)
 {
-    st_free(fx->f);
+    mha_st_free(fx->f);
     free(fx->names_buf);
     free(fx->cases_buf);
 }

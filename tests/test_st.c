@@ -3,7 +3,7 @@
  *
  * Files go to a fresh directory under $TMPDIR (or /tmp), removed at the end.
  * The layout checks parse the bytes with cJSON and the format's rules directly, without
- * st_load; the fuzz test is meant to be run under -DMHA_SANITIZE=ON as well.
+ * mha_st_load; the fuzz test is meant to be run under -DMHA_SANITIZE=ON as well.
  */
 #include "test_util.h"
 
@@ -22,7 +22,7 @@
 
 #include "crc32c.h"
 #include "mha_pcg32.h"
-#include "st.h"
+#include "mha_safetensors.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -86,7 +86,7 @@ static void put_le64(unsigned char *b, uint64_t v)
 static const char *const spec_dtype[] = {"F32", "F64", "I64", "U64", "U8"};
 static const size_t spec_size[] = {4, 8, 8, 8, 1};
 
-static size_t numel(const st_tensor *t)
+static size_t numel(const mha_st_tensor *t)
 {
     size_t n = 1;
     for (size_t d = 0; d < t->ndim; d++)
@@ -103,7 +103,7 @@ typedef struct fixture {
     int64_t ids[7];
     uint64_t rng[16];
     uint8_t u8a[13], u8b[3];
-    st_tensor t[NT];
+    mha_st_tensor t[NT];
     const char *mk[3], *mv[3];
 } fixture;
 
@@ -131,18 +131,18 @@ static void fixture_init(fixture *fx, uint64_t seed)
     fx->loss = 0.125f + (float)seed;
     fx->lr = 3e-4;
     /* Sizes interleaved (U8, F32, F64, ...) so that the writer's layout is exercised. */
-    const st_tensor t[NT] = {
-        {"emb.u8", ST_U8, 1, {13}, fx->u8a},
-        {"w_q.weight", ST_F32, 2, {3, 5}, fx->w},
-        {"odd \"name\" \\ with\ttab and \xc3\xb1", ST_U8, 1, {3}, fx->u8b},
-        {"adam.m", ST_F64, 3, {2, 3, 4}, fx->m},
-        {"rng", ST_U64, 4, {2, 2, 2, 2}, fx->rng},
-        {"empty", ST_U8, 2, {0, 5}, NULL},
-        {"loss", ST_F32, 0, {0}, &fx->loss},
-        {"lr", ST_F64, 1, {1}, &fx->lr},
-        {"ids", ST_I64, 1, {7}, fx->ids},
-        {"empty.f64", ST_F64, 1, {0}, NULL},
-        {"w_q.bias", ST_F32, 1, {5}, fx->w + 10},
+    const mha_st_tensor t[NT] = {
+        {"emb.u8", MHA_ST_U8, 1, {13}, fx->u8a},
+        {"w_q.weight", MHA_ST_F32, 2, {3, 5}, fx->w},
+        {"odd \"name\" \\ with\ttab and \xc3\xb1", MHA_ST_U8, 1, {3}, fx->u8b},
+        {"adam.m", MHA_ST_F64, 3, {2, 3, 4}, fx->m},
+        {"rng", MHA_ST_U64, 4, {2, 2, 2, 2}, fx->rng},
+        {"empty", MHA_ST_U8, 2, {0, 5}, NULL},
+        {"loss", MHA_ST_F32, 0, {0}, &fx->loss},
+        {"lr", MHA_ST_F64, 1, {1}, &fx->lr},
+        {"ids", MHA_ST_I64, 1, {7}, fx->ids},
+        {"empty.f64", MHA_ST_F64, 1, {0}, NULL},
+        {"w_q.bias", MHA_ST_F32, 1, {5}, fx->w + 10},
     };
     memcpy(fx->t, t, sizeof t);
     fx->mk[0] = "format";
@@ -156,30 +156,30 @@ static void fixture_init(fixture *fx, uint64_t seed)
 static void save_fixture(const fixture *fx, const char *path)
 {
     char err[256] = "";
-    int rc = st_save(path, fx->t, NT, fx->mk, fx->mv, 3, err, sizeof err);
+    int rc = mha_st_save(path, fx->t, NT, fx->mk, fx->mv, 3, err, sizeof err);
     if (rc != MHA_OK)
-        print_error("st_save: %s\n", err);
+        print_error("mha_st_save: %s\n", err);
     assert_int_equal(rc, MHA_OK);
 }
 
 /* Every tensor of fx is in f, bit for bit, aligned, in order; every metadata pair too. */
-static void check_against_fixture(const st_file *f, const fixture *fx)
+static void check_against_fixture(const mha_st_file *f, const fixture *fx)
 {
     char err[256];
-    assert_int_equal(st_count(f), NT);
+    assert_int_equal(mha_st_count(f), NT);
     for (size_t i = 0; i < NT; i++) {
-        const st_tensor *t = &fx->t[i];
-        assert_string_equal(st_name(f, i), t->name);
+        const mha_st_tensor *t = &fx->t[i];
+        assert_string_equal(mha_st_name(f, i), t->name);
         const void *data = NULL;
-        assert_int_equal(st_get(f, t->name, t->dtype, t->ndim, t->shape, &data, err, sizeof err),
-                         MHA_OK);
+        assert_int_equal(
+            mha_st_get(f, t->name, t->dtype, t->ndim, t->shape, &data, err, sizeof err), MHA_OK);
         assert_non_null(data);
         assert_int_equal((uintptr_t)data % spec_size[t->dtype], 0);
         size_t nb = numel(t) * spec_size[t->dtype];
         if (nb > 0)
             assert_memory_equal(data, t->data, nb);
-        st_tensor d;
-        assert_int_equal(st_tensor_at(f, i, &d), MHA_OK);
+        mha_st_tensor d;
+        assert_int_equal(mha_st_tensor_at(f, i, &d), MHA_OK);
         assert_string_equal(d.name, t->name);
         assert_int_equal(d.dtype, t->dtype);
         assert_int_equal(d.ndim, t->ndim);
@@ -187,10 +187,10 @@ static void check_against_fixture(const st_file *f, const fixture *fx)
             assert_int_equal(d.shape[k], t->shape[k]);
         assert_ptr_equal(d.data, data);
     }
-    assert_null(st_name(f, NT));
+    assert_null(mha_st_name(f, NT));
     for (size_t k = 0; k < 3; k++)
-        assert_string_equal(st_meta(f, fx->mk[k]), fx->mv[k]);
-    assert_null(st_meta(f, "absent"));
+        assert_string_equal(mha_st_meta(f, fx->mk[k]), fx->mv[k]);
+    assert_null(mha_st_meta(f, "absent"));
 }
 
 /* ---- tests ------------------------------------------------------------------------------ */
@@ -205,30 +205,30 @@ static void st_roundtrip_bit_exact(void **state)
     fixture_init(&fx, 11);
     path_in(path, sizeof path, "roundtrip.safetensors");
     save_fixture(&fx, path);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
     check_against_fixture(f, &fx);
-    st_free(f);
+    mha_st_free(f);
 
     /* No metadata (NULL arrays allowed) */
-    assert_int_equal(st_save(path, fx.t, NT, NULL, NULL, 0, err, sizeof err), MHA_OK);
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_int_equal(st_count(f), NT);
-    assert_null(st_meta(f, "format"));
-    st_free(f);
+    assert_int_equal(mha_st_save(path, fx.t, NT, NULL, NULL, 0, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_count(f), NT);
+    assert_null(mha_st_meta(f, "format"));
+    mha_st_free(f);
 
     /* No tensors, metadata only */
-    assert_int_equal(st_save(path, NULL, 0, fx.mk, fx.mv, 3, err, sizeof err), MHA_OK);
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_int_equal(st_count(f), 0);
-    assert_null(st_name(f, 0));
-    assert_string_equal(st_meta(f, "step"), "1234");
-    st_free(f);
-    st_free(NULL);
+    assert_int_equal(mha_st_save(path, NULL, 0, fx.mk, fx.mv, 3, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_count(f), 0);
+    assert_null(mha_st_name(f, 0));
+    assert_string_equal(mha_st_meta(f, "step"), "1234");
+    mha_st_free(f);
+    mha_st_free(NULL);
     assert_int_equal(count_entries(g_dir, ".tmp."), 0);
 }
 
-/* The bytes follow the safetensors spec, checked without st_load: 8-byte LE size N, a
+/* The bytes follow the safetensors spec, checked without mha_st_load: 8-byte LE size N, a
  * header starting with '{' padded with spaces to a multiple of 8, the JSON keys, dtypes,
  * shapes and offsets; offsets contiguous from 0 covering the data section exactly, each a
  * multiple of its element size; the data bytes at those offsets are the tensors. */
@@ -270,7 +270,7 @@ static void st_file_matches_spec(void **state)
     uint64_t begins[NT], ends[NT], total = 0;
     const cJSON *e = meta->next;
     for (size_t i = 0; i < NT; i++, e = e->next) {
-        const st_tensor *t = &fx.t[i];
+        const mha_st_tensor *t = &fx.t[i];
         assert_non_null(e);
         assert_string_equal(e->string, t->name);
         assert_int_equal(cJSON_GetArraySize(e), 3);
@@ -325,9 +325,9 @@ static void st_truncated_every_length(void **state)
     unsigned char *b = read_all(path, &size);
     for (size_t len = 0; len < size; len++) {
         write_bytes(cut, b, len);
-        st_file *f = (st_file *)&fx; /* must be reset to NULL */
+        mha_st_file *f = (mha_st_file *)&fx; /* must be reset to NULL */
         err[0] = '\0';
-        int rc = st_load(cut, &f, err, sizeof err);
+        int rc = mha_st_load(cut, &f, err, sizeof err);
         if (rc != MHA_EFORMAT)
             print_error("length %zu of %zu: rc %d (%s)\n", len, size, rc, err);
         assert_int_equal(rc, MHA_EFORMAT);
@@ -341,7 +341,7 @@ static void st_truncated_every_length(void **state)
  * changes biased to the header, JSON-significant characters, inserted and deleted bytes,
  * digit changes that keep the JSON valid, size-field rewrites, truncation, extension).
  * Each mutant loads cleanly or is refused with MHA_EFORMAT; a loaded one is fully
- * consistent: every tensor's bytes can be read (ASan checks the bounds), st_get agrees,
+ * consistent: every tensor's bytes can be read (ASan checks the bounds), mha_st_get agrees,
  * and the byte counts sum to the data section. Both outcomes must occur. */
 static void st_fuzz_mutations(void **state)
 {
@@ -379,7 +379,8 @@ static void st_fuzz_mutations(void **state)
                 break;
             case 1: /* JSON-significant character */
                 if (len)
-                    b[pos] = (unsigned char)json_chars[mha_pcg32_next(&rng) % (sizeof json_chars - 1)];
+                    b[pos] =
+                        (unsigned char)json_chars[mha_pcg32_next(&rng) % (sizeof json_chars - 1)];
                 break;
             case 2: /* insert 1..4 bytes */
             {
@@ -387,7 +388,8 @@ static void st_fuzz_mutations(void **state)
                 if (len + k <= cap) {
                     memmove(b + pos + k, b + pos, len - pos);
                     for (size_t j = 0; j < k; j++)
-                        b[pos + j] = (unsigned char)json_chars[mha_pcg32_next(&rng) % (sizeof json_chars - 1)];
+                        b[pos + j] = (unsigned char)
+                            json_chars[mha_pcg32_next(&rng) % (sizeof json_chars - 1)];
                     len += k;
                 }
                 break;
@@ -445,9 +447,9 @@ static void st_fuzz_mutations(void **state)
             }
         }
         write_bytes(mut, b, len);
-        st_file *f = NULL;
+        mha_st_file *f = NULL;
         err[0] = '\0';
-        int rc = st_load(mut, &f, err, sizeof err);
+        int rc = mha_st_load(mut, &f, err, sizeof err);
         if (rc != MHA_OK && rc != MHA_EFORMAT)
             print_error("iteration %d: rc %d (%s)\n", it, rc, err);
         assert_true(rc == MHA_OK || rc == MHA_EFORMAT);
@@ -460,10 +462,10 @@ static void st_fuzz_mutations(void **state)
         n_ok++;
         assert_true(len >= 8);
         size_t data_size = len - 8 - (size_t)le64(b), total = 0;
-        for (size_t i = 0; i < st_count(f); i++) {
-            st_tensor t;
-            assert_int_equal(st_tensor_at(f, i, &t), MHA_OK);
-            assert_string_equal(t.name, st_name(f, i));
+        for (size_t i = 0; i < mha_st_count(f); i++) {
+            mha_st_tensor t;
+            assert_int_equal(mha_st_tensor_at(f, i, &t), MHA_OK);
+            assert_string_equal(t.name, mha_st_name(f, i));
             size_t nb = numel(&t) * spec_size[t.dtype];
             const unsigned char *p = t.data;
             unsigned sum = 0;
@@ -471,14 +473,14 @@ static void st_fuzz_mutations(void **state)
                 sum += p[j];
             g_sink += sum; /* every byte read: out of bounds would trip ASan */
             const void *g = NULL;
-            assert_int_equal(st_get(f, t.name, t.dtype, t.ndim, t.shape, &g, err, sizeof err),
+            assert_int_equal(mha_st_get(f, t.name, t.dtype, t.ndim, t.shape, &g, err, sizeof err),
                              MHA_OK);
             assert_ptr_equal(g, t.data);
             assert_int_equal((uintptr_t)g % spec_size[t.dtype], 0);
             total += nb;
         }
         assert_int_equal(total, data_size);
-        st_free(f);
+        mha_st_free(f);
     }
     print_message("fuzz: %zu mutants loaded, %zu refused\n", n_ok, n_refused);
     assert_true(n_ok > 0);
@@ -487,7 +489,7 @@ static void st_fuzz_mutations(void **state)
     free(base);
 }
 
-/* st_get: wrong dtype → MHA_EFORMAT, wrong shape or rank → MHA_ESHAPE, unknown name →
+/* mha_st_get: wrong dtype → MHA_EFORMAT, wrong shape or rank → MHA_ESHAPE, unknown name →
  * MHA_ENOTFOUND, bad arguments → MHA_EINVAL; *data untouched on every error; the message
  * names the tensor with both descriptions. */
 static void st_get_checks_dtype_and_shape(void **state)
@@ -498,43 +500,53 @@ static void st_get_checks_dtype_and_shape(void **state)
     fixture_init(&fx, 15);
     path_in(path, sizeof path, "get.safetensors");
     save_fixture(&fx, path);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
     const void *sentinel = &fx, *data = sentinel;
     const size_t s35[] = {3, 5}, s53[] = {5, 3}, s15[] = {15}, s1[] = {1}, s351[] = {3, 5, 1};
 
-    assert_int_equal(st_get(f, "w_q.weight", ST_F64, 2, s35, &data, err, sizeof err), MHA_EFORMAT);
+    assert_int_equal(mha_st_get(f, "w_q.weight", MHA_ST_F64, 2, s35, &data, err, sizeof err),
+                     MHA_EFORMAT);
     assert_non_null(strstr(err, "w_q.weight"));
     assert_non_null(strstr(err, "F32 [3,5]"));
     assert_non_null(strstr(err, "F64 [3,5]"));
-    assert_int_equal(st_get(f, "w_q.weight", ST_F32, 2, s53, &data, err, sizeof err), MHA_ESHAPE);
+    assert_int_equal(mha_st_get(f, "w_q.weight", MHA_ST_F32, 2, s53, &data, err, sizeof err),
+                     MHA_ESHAPE);
     assert_non_null(strstr(err, "[5,3]"));
-    assert_int_equal(st_get(f, "w_q.weight", ST_F32, 1, s15, &data, err, sizeof err), MHA_ESHAPE);
-    assert_int_equal(st_get(f, "w_q.weight", ST_F32, 3, s351, &data, err, sizeof err), MHA_ESHAPE);
-    assert_int_equal(st_get(f, "loss", ST_F32, 1, s1, &data, err, sizeof err), MHA_ESHAPE);
-    assert_int_equal(st_get(f, "lr", ST_F64, 0, NULL, &data, err, sizeof err), MHA_ESHAPE);
-    assert_int_equal(st_get(f, "ids", ST_U64, 1, (const size_t[]){7}, &data, err, sizeof err),
-                     MHA_EFORMAT);
-    assert_int_equal(st_get(f, "w_q", ST_F32, 2, s35, &data, err, sizeof err), MHA_ENOTFOUND);
+    assert_int_equal(mha_st_get(f, "w_q.weight", MHA_ST_F32, 1, s15, &data, err, sizeof err),
+                     MHA_ESHAPE);
+    assert_int_equal(mha_st_get(f, "w_q.weight", MHA_ST_F32, 3, s351, &data, err, sizeof err),
+                     MHA_ESHAPE);
+    assert_int_equal(mha_st_get(f, "loss", MHA_ST_F32, 1, s1, &data, err, sizeof err), MHA_ESHAPE);
+    assert_int_equal(mha_st_get(f, "lr", MHA_ST_F64, 0, NULL, &data, err, sizeof err), MHA_ESHAPE);
+    assert_int_equal(
+        mha_st_get(f, "ids", MHA_ST_U64, 1, (const size_t[]){7}, &data, err, sizeof err),
+        MHA_EFORMAT);
+    assert_int_equal(mha_st_get(f, "w_q", MHA_ST_F32, 2, s35, &data, err, sizeof err),
+                     MHA_ENOTFOUND);
     assert_non_null(strstr(err, "w_q"));
-    assert_int_equal(st_get(NULL, "w_q.weight", ST_F32, 2, s35, &data, err, sizeof err), MHA_EINVAL);
-    assert_int_equal(st_get(f, NULL, ST_F32, 2, s35, &data, err, sizeof err), MHA_EINVAL);
-    assert_int_equal(st_get(f, "w_q.weight", ST_F32, 5, s35, &data, err, sizeof err), MHA_EINVAL);
-    assert_int_equal(st_get(f, "w_q.weight", ST_F32, 2, NULL, &data, err, sizeof err), MHA_EINVAL);
-    assert_int_equal(st_get(f, "w_q.weight", (st_dtype)7, 2, s35, &data, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_st_get(NULL, "w_q.weight", MHA_ST_F32, 2, s35, &data, err, sizeof err),
+                     MHA_EINVAL);
+    assert_int_equal(mha_st_get(f, NULL, MHA_ST_F32, 2, s35, &data, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_st_get(f, "w_q.weight", MHA_ST_F32, 5, s35, &data, err, sizeof err),
+                     MHA_EINVAL);
+    assert_int_equal(mha_st_get(f, "w_q.weight", MHA_ST_F32, 2, NULL, &data, err, sizeof err),
+                     MHA_EINVAL);
+    assert_int_equal(mha_st_get(f, "w_q.weight", (mha_st_dtype)99, 2, s35, &data, err, sizeof err),
+                     MHA_EINVAL);
     assert_ptr_equal(data, sentinel);
     /* and the right call works, with err NULL and data NULL allowed */
-    assert_int_equal(st_get(f, "loss", ST_F32, 0, NULL, &data, NULL, 0), MHA_OK);
+    assert_int_equal(mha_st_get(f, "loss", MHA_ST_F32, 0, NULL, &data, NULL, 0), MHA_OK);
     assert_memory_equal(data, &fx.loss, sizeof fx.loss);
-    assert_int_equal(st_get(f, "w_q.weight", ST_F32, 2, s35, NULL, NULL, 0), MHA_OK);
-    st_tensor t;
-    assert_int_equal(st_tensor_at(f, NT, &t), MHA_EINVAL);
-    assert_int_equal(st_tensor_at(NULL, 0, &t), MHA_EINVAL);
-    assert_int_equal(st_count(NULL), 0);
-    assert_null(st_name(NULL, 0));
-    assert_null(st_meta(NULL, "format"));
-    assert_null(st_meta(f, NULL));
-    st_free(f);
+    assert_int_equal(mha_st_get(f, "w_q.weight", MHA_ST_F32, 2, s35, NULL, NULL, 0), MHA_OK);
+    mha_st_tensor t;
+    assert_int_equal(mha_st_tensor_at(f, NT, &t), MHA_EINVAL);
+    assert_int_equal(mha_st_tensor_at(NULL, 0, &t), MHA_EINVAL);
+    assert_int_equal(mha_st_count(NULL), 0);
+    assert_null(mha_st_name(NULL, 0));
+    assert_null(mha_st_meta(NULL, "format"));
+    assert_null(mha_st_meta(f, NULL));
+    mha_st_free(f);
 }
 
 /* Write 8-byte size, json, `pad` spaces, then data_len bytes 0, 1, 2, ... */
@@ -558,7 +570,8 @@ typedef struct bad_case {
     const char *msg; /* a part of the expected message */
 } bad_case;
 
-#define U8_4(name, b, e) "\"" name "\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[" #b "," #e "]}"
+#define U8_4(name, b, e)                                                                           \
+    "\"" name "\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[" #b "," #e "]}"
 
 /* Hand-made headers that break one rule each are refused with MHA_EFORMAT and a message
  * that names the problem: overlapping, gapped, short, long or out-of-range offsets,
@@ -579,7 +592,8 @@ static void st_refuses_bad_headers(void **state)
         {"{\"__metadata__\":{},\"__metadata__\":{}}", 0, "appears twice"},
         {"{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4,
          "appears twice"},
-        {"{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "'F16' not supported"},
+        {"{\"a\":{\"dtype\":\"I16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
+         "'I16' not supported"},
         {"{\"a\":{\"dtype\":7,\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "not supported"},
         {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,4],\"data_offsets\":[0,4]}}", 4,
          "more than 4"},
@@ -598,7 +612,8 @@ static void st_refuses_bad_headers(void **state)
         {"{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,9007199254740992]}}", 4,
          "2^53"},
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296,4294967296],"
-         "\"data_offsets\":[0,8]}}", 8, "overflows"},
+         "\"data_offsets\":[0,8]}}",
+         8, "overflows"},
         {"{\"a\":5}", 0, "not an object"},
         {"{\"__metadata__\":{\"k\":1}}", 0, "not a string"},
         {"{\"__metadata__\":[]}", 0, "__metadata__ is not an object"},
@@ -627,9 +642,9 @@ static void st_refuses_bad_headers(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         size_t jl = strlen(cases[c].json);
         write_raw(path, cases[c].json, (8 - jl % 8) % 8, cases[c].data_len);
-        st_file *f = NULL;
+        mha_st_file *f = NULL;
         err[0] = '\0';
-        int rc = st_load(path, &f, err, sizeof err);
+        int rc = mha_st_load(path, &f, err, sizeof err);
         if (rc != MHA_EFORMAT || strstr(err, cases[c].msg) == NULL)
             print_error("case %zu (%s): rc %d, message \"%s\", expected \"%s\"\n", c,
                         cases[c].json, rc, err, cases[c].msg);
@@ -654,17 +669,17 @@ static void st_refuses_bad_size_field(void **state)
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         put_le64(b, sizes[k]);
         write_bytes(path, b, sizeof b);
-        st_file *f = NULL;
+        mha_st_file *f = NULL;
         err[0] = '\0';
-        assert_int_equal(st_load(path, &f, err, sizeof err), MHA_EFORMAT);
+        assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_EFORMAT);
         if (strstr(err, msgs[k]) == NULL)
             print_error("size %llu: \"%s\"\n", (unsigned long long)sizes[k], err);
         assert_non_null(strstr(err, msgs[k]));
         assert_null(f);
     }
     write_bytes(path, b, 7);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_EFORMAT);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_EFORMAT);
     assert_non_null(strstr(err, "shorter than"));
 }
 
@@ -683,32 +698,33 @@ static void st_accepts_other_writers(void **state)
                        "\"b\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}";
     for (size_t pad = 0; pad < 8; pad++) {
         write_raw(path, json, pad, 9);
-        st_file *f = NULL;
-        int rc = st_load(path, &f, err, sizeof err);
+        mha_st_file *f = NULL;
+        int rc = mha_st_load(path, &f, err, sizeof err);
         if (rc != MHA_OK)
             print_error("pad %zu: %s\n", pad, err);
         assert_int_equal(rc, MHA_OK);
-        assert_int_equal(st_count(f), 4);
-        assert_string_equal(st_name(f, 0), "x");
-        assert_string_equal(st_name(f, 3), "b");
+        assert_int_equal(mha_st_count(f), 4);
+        assert_string_equal(mha_st_name(f, 0), "x");
+        assert_string_equal(mha_st_name(f, 3), "b");
         const void *d = NULL;
-        assert_int_equal(st_get(f, "x", ST_F64, 1, (const size_t[]){1}, &d, err, sizeof err),
-                         MHA_OK);
+        assert_int_equal(
+            mha_st_get(f, "x", MHA_ST_F64, 1, (const size_t[]){1}, &d, err, sizeof err), MHA_OK);
         assert_int_equal((uintptr_t)d % 8, 0);
         const unsigned char expect[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         assert_memory_equal(d, expect, 8);
-        assert_int_equal(st_get(f, "b", ST_U8, 0, NULL, &d, err, sizeof err), MHA_OK);
+        assert_int_equal(mha_st_get(f, "b", MHA_ST_U8, 0, NULL, &d, err, sizeof err), MHA_OK);
         assert_int_equal(*(const unsigned char *)d, 0);
-        assert_int_equal(st_get(f, "e2", ST_I64, 2, (const size_t[]){2, 0}, &d, err, sizeof err),
-                         MHA_OK);
-        st_free(f);
+        assert_int_equal(
+            mha_st_get(f, "e2", MHA_ST_I64, 2, (const size_t[]){2, 0}, &d, err, sizeof err),
+            MHA_OK);
+        mha_st_free(f);
     }
     /* whitespace other than spaces after the object, and an empty header */
     write_raw(path, "{}\n\t\r ", 2, 0);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_int_equal(st_count(f), 0);
-    st_free(f);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_count(f), 0);
+    mha_st_free(f);
 }
 
 /* Loading a missing file or a directory is MHA_EIO; NULL arguments are MHA_EINVAL. */
@@ -716,14 +732,14 @@ static void st_load_io_errors(void **state)
 {
     (void)state;
     char path[600], err[256];
-    st_file *f = (st_file *)&path;
+    mha_st_file *f = (mha_st_file *)&path;
     path_in(path, sizeof path, "does_not_exist.safetensors");
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_EIO);
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_EIO);
     assert_null(f);
     assert_non_null(strstr(err, "does_not_exist"));
-    assert_int_equal(st_load(g_dir, &f, err, sizeof err), MHA_EIO);
-    assert_int_equal(st_load(NULL, &f, err, sizeof err), MHA_EINVAL);
-    assert_int_equal(st_load(path, NULL, NULL, 0), MHA_EINVAL);
+    assert_int_equal(mha_st_load(g_dir, &f, err, sizeof err), MHA_EIO);
+    assert_int_equal(mha_st_load(NULL, &f, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_st_load(path, NULL, NULL, 0), MHA_EINVAL);
 }
 
 /* Saving into a directory that does not exist fails with MHA_EIO, creates nothing. */
@@ -736,7 +752,7 @@ static void st_save_missing_directory(void **state)
     path_in(sub, sizeof sub, "no_such_dir");
     path_in(path, sizeof path, "no_such_dir/ck.safetensors");
     size_t before = count_entries(g_dir, "");
-    assert_int_equal(st_save(path, fx.t, NT, fx.mk, fx.mv, 3, err, sizeof err), MHA_EIO);
+    assert_int_equal(mha_st_save(path, fx.t, NT, fx.mk, fx.mv, 3, err, sizeof err), MHA_EIO);
     assert_non_null(strstr(err, "no_such_dir"));
     assert_int_equal(count_entries(g_dir, ""), before);
     struct stat sb;
@@ -757,8 +773,9 @@ static void st_save_replaces_existing(void **state)
     save_fixture(&a, path);
     size_t size_a;
     free(read_all(path, &size_a));
-    assert_int_equal(st_save(path, small.t, 3, small.mk, small.mv, 1, err, sizeof err), MHA_OK);
-    assert_int_equal(st_save(fresh, small.t, 3, small.mk, small.mv, 1, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_save(path, small.t, 3, small.mk, small.mv, 1, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_save(fresh, small.t, 3, small.mk, small.mv, 1, err, sizeof err),
+                     MHA_OK);
     size_t size_p, size_f;
     unsigned char *p = read_all(path, &size_p), *q = read_all(fresh, &size_f);
     assert_true(size_p < size_a);
@@ -766,11 +783,11 @@ static void st_save_replaces_existing(void **state)
     assert_memory_equal(p, q, size_p);
     free(p);
     free(q);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_int_equal(st_count(f), 3);
-    assert_null(st_meta(f, "step"));
-    st_free(f);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_count(f), 3);
+    assert_null(mha_st_meta(f, "step"));
+    mha_st_free(f);
     assert_int_equal(count_entries(g_dir, ".tmp."), 0);
 }
 
@@ -788,7 +805,7 @@ static void st_save_failure_keeps_old_file(void **state)
     size_t size0;
     unsigned char *orig = read_all(path, &size0);
 
-    st_tensor bad[NT];
+    mha_st_tensor bad[NT];
     const char *keys2[2] = {"k", "k"}, *vals2[2] = {"1", "2"}, *vnull[1] = {NULL};
     for (int variant = 0; variant < 13; variant++) {
         memcpy(bad, fx.t, sizeof bad);
@@ -798,7 +815,7 @@ static void st_save_failure_keeps_old_file(void **state)
         switch (variant) {
         case 0: bad[4].name = bad[1].name; break;              /* duplicate name         */
         case 1: bad[2].ndim = 5; break;                        /* too many dimensions    */
-        case 2: bad[3].dtype = (st_dtype)9; break;             /* unknown dtype          */
+        case 2: bad[3].dtype = (mha_st_dtype)9; break;             /* unknown dtype          */
         case 3: bad[8].data = NULL; break;                     /* NULL data, 7 elements  */
         case 4: bad[0].name = "__metadata__"; break;           /* reserved name          */
         case 5: bad[0].name = "bad\xff"; break;                /* not UTF-8              */
@@ -818,7 +835,7 @@ static void st_save_failure_keeps_old_file(void **state)
             break;
         }
         err[0] = '\0';
-        int rc = st_save(path, bad, NT, mk, mv, nm, err, sizeof err);
+        int rc = mha_st_save(path, bad, NT, mk, mv, nm, err, sizeof err);
         if (rc != want)
             print_error("variant %d: rc %d (%s)\n", variant, rc, err);
         assert_int_equal(rc, want);
@@ -841,7 +858,7 @@ static void st_save_failure_keeps_old_file(void **state)
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
     fixture other;
     fixture_init(&other, 20);
-    int rc = st_save(path, other.t, NT, other.mk, other.mv, 3, err, sizeof err);
+    int rc = mha_st_save(path, other.t, NT, other.mk, other.mv, 3, err, sizeof err);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old_lim), 0);
     signal(SIGXFSZ, old_sig);
     assert_int_equal(rc, MHA_EIO);
@@ -855,10 +872,10 @@ static void st_save_failure_keeps_old_file(void **state)
     assert_int_equal(count_entries(g_dir, ".tmp."), 0);
 
     /* bad top-level arguments */
-    assert_int_equal(st_save(NULL, fx.t, NT, NULL, NULL, 0, err, sizeof err), MHA_EINVAL);
-    assert_int_equal(st_save("", fx.t, NT, NULL, NULL, 0, err, sizeof err), MHA_EINVAL);
-    assert_int_equal(st_save(path, NULL, 2, NULL, NULL, 0, err, sizeof err), MHA_EINVAL);
-    assert_int_equal(st_save(path, fx.t, NT, NULL, fx.mv, 1, NULL, 0), MHA_EINVAL);
+    assert_int_equal(mha_st_save(NULL, fx.t, NT, NULL, NULL, 0, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_st_save("", fx.t, NT, NULL, NULL, 0, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_st_save(path, NULL, 2, NULL, NULL, 0, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_st_save(path, fx.t, NT, NULL, fx.mv, 1, NULL, 0), MHA_EINVAL);
 }
 
 /* ---- fixtures and main ------------------------------------------------------------------- */
@@ -899,9 +916,9 @@ static void st_load_checks_header_first(void **state)
                 setrlimit(RLIMIT_AS, &rl);
             }
 #endif
-            st_file *f = NULL;
+            mha_st_file *f = NULL;
             char err[256] = "";
-            int st = st_load(big, &f, err, sizeof err);
+            int st = mha_st_load(big, &f, err, sizeof err);
             _exit(st == MHA_EFORMAT && f == NULL && strstr(err, want[k]) ? 0 : 1);
         }
         int status = 0;
@@ -911,9 +928,9 @@ static void st_load_checks_header_first(void **state)
         assert_int_equal(remove(big), 0);
     }
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    st_file *f = NULL;
+    mha_st_file *f = NULL;
     char err[256] = "";
-    assert_int_equal(st_load(fifo, &f, err, sizeof err), MHA_EIO);
+    assert_int_equal(mha_st_load(fifo, &f, err, sizeof err), MHA_EIO);
     assert_null(f);
     assert_non_null(strstr(err, "not a regular file"));
     assert_int_equal(remove(fifo), 0);

@@ -24,7 +24,7 @@
 
 #include "mha.h"
 #include "mha_optim.h"
-#include "st.h"
+#include "mha_safetensors.h"
 #include "test_prog.h"
 #include "toy_model.h"
 #include "toy_tasks.h"
@@ -133,12 +133,12 @@ static void test_train_checkpoint_round_trip(void **state)
     assert_int_equal(run("rt", args), 0);
     char path[512];
     snprintf(path, sizeof path, "%s/rt/checkpoint.safetensors", tmpdir);
-    st_file *f = NULL;
+    mha_st_file *f = NULL;
     char err[256];
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_string_equal(st_meta(f, "layers"), "2");
-    assert_string_equal(st_meta(f, "task"), "reverse");
-    assert_string_equal(st_meta(f, "optimizer"), "adam");
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_string_equal(mha_st_meta(f, "layers"), "2");
+    assert_string_equal(mha_st_meta(f, "task"), "reverse");
+    assert_string_equal(mha_st_meta(f, "optimizer"), "adam");
 
     task_spec t = {.kind = TASK_REVERSE, .n = 5, .vocab = 6};
     tm_config cfg = {.model_dim = 12, .num_heads = 3, .layers = 2, .seed = 999, .threads = 1};
@@ -152,16 +152,16 @@ static void test_train_checkpoint_round_trip(void **state)
         assert_int_equal(tm_tensor_info_at(&cfg, k, &ti), MHA_OK);
         const void *d = NULL;
         if (ti.numel == 0) { /* no value embedding without a context */
-            assert_int_equal(st_get(f, ti.name, ST_F32, ti.ndim, ti.shape, &d, err, sizeof err),
+            assert_int_equal(mha_st_get(f, ti.name, MHA_ST_F32, ti.ndim, ti.shape, &d, err, sizeof err),
                              MHA_ENOTFOUND);
             continue;
         }
-        assert_int_equal(st_get(f, ti.name, ST_F32, ti.ndim, ti.shape, &d, err, sizeof err),
+        assert_int_equal(mha_st_get(f, ti.name, MHA_ST_F32, ti.ndim, ti.shape, &d, err, sizeof err),
                          MHA_OK);
         memcpy(own + ti.offset, d, ti.numel * sizeof(float));
         char mname[96];
         snprintf(mname, sizeof mname, "optimizer.exp_avg_sq.%s", ti.name);
-        assert_int_equal(st_get(f, mname, ST_F32, ti.ndim, ti.shape, NULL, err, sizeof err),
+        assert_int_equal(mha_st_get(f, mname, MHA_ST_F32, ti.ndim, ti.shape, NULL, err, sizeof err),
                          MHA_OK);
     }
     /* attention layers: layers.<l>.w_q.weight ... with the seed's names and shapes */
@@ -173,17 +173,17 @@ static void test_train_checkpoint_round_trip(void **state)
             char name[96];
             snprintf(name, sizeof name, "layers.%zu.%s", l, ti.name);
             const void *d = NULL;
-            assert_int_equal(st_get(f, name, ST_F32, ti.ndim, ti.shape, &d, err, sizeof err),
+            assert_int_equal(mha_st_get(f, name, MHA_ST_F32, ti.ndim, ti.shape, &d, err, sizeof err),
                              MHA_OK);
             memcpy(p + ti.offset, d, ti.numel * sizeof(float));
         }
     }
     size_t one = 1;
     const void *d = NULL;
-    assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
     assert_int_equal(*(const uint64_t *)d, 20);
-    assert_int_equal(st_get(f, "data.rng", ST_U64, 1, &one, NULL, err, sizeof err), MHA_ESHAPE);
-    st_free(f);
+    assert_int_equal(mha_st_get(f, "data.rng", MHA_ST_U64, 1, &one, NULL, err, sizeof err), MHA_ESHAPE);
+    mha_st_free(f);
 
     /* the held-out set the program used: PCG32(seed, TASK_STREAM_EVAL), eval split */
     task_buffer ev;
@@ -321,14 +321,14 @@ static void test_train_nonfinite_stop(void **state)
     assert_file_contains("nf.err", "non-finite");
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/nf/checkpoint.safetensors", tmpdir);
-    st_file *f = NULL;
-    assert_int_equal(st_load(path, &f, err, sizeof err), MHA_OK);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
     const void *d;
-    assert_int_equal(st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err), MHA_OK);
     assert_true(*(const uint64_t *)d >= 1);
     /* every float tensor of the last checkpoint (weights and moments) is finite */
     assert_f32_tensors_finite(f);
-    st_free(f);
+    mha_st_free(f);
 }
 
 /* Same seed, one thread: two runs give bitwise the same summary numbers; the pictures
@@ -376,7 +376,7 @@ typedef enum mut_kind {
     MK_TRUNC,     /* cut at a random length (uniform, or near the header end / file end) */
     MK_APPEND,    /* 1..32 bytes of garbage, zeros or spaces appended                    */
     MK_SIZE,      /* the 8-byte header-size field replaced                               */
-    /* the rest are written with st_save: valid safetensors files that st_load accepts */
+    /* the rest are written with mha_st_save: valid safetensors files that mha_st_load accepts */
     MK_RESHAPE,   /* a tensor's shape changed: same element count, or one row more/fewer  */
     MK_RETYPE,    /* a tensor's dtype changed (F32→F64/U8, U64→I64/F64/U8)               */
     MK_REMOVE,    /* a tensor removed                                                    */
@@ -399,34 +399,34 @@ static const unsigned MK_PER_BASE[MK_COUNT] = {16, 16, 12, 10, 4, 5, 12, 8,
 typedef struct ckpt_base {
     unsigned char *bytes; /* the whole file, n bytes                       */
     size_t n, hdr_end;    /* hdr_end = 8 + N: the data section's start     */
-    st_file *f;           /* the same file, loaded                         */
+    mha_st_file *f;           /* the same file, loaded                         */
     cJSON *hdr;           /* its JSON header                               */
     const cJSON *meta;    /* hdr's "__metadata__" object (borrowed)        */
     uint64_t steps;       /* its --steps                                   */
 } ckpt_base;
 
-/* One edit of a loaded checkpoint, written back with st_save. */
+/* One edit of a loaded checkpoint, written back with mha_st_save. */
 typedef struct variant {
     size_t target;                    /* tensor index edited; SIZE_MAX: none         */
     int remove;                       /* drop the target                             */
     int reshape;                      /* give the target ndim/shape                  */
-    size_t ndim, shape[ST_MAX_NDIM];
+    size_t ndim, shape[MHA_ST_MAX_NDIM];
     int retype;                       /* give the target dtype                       */
-    st_dtype dtype;
+    mha_st_dtype dtype;
     const void *data;                 /* the target's new data (NULL: unchanged)     */
-    const st_tensor *extra;           /* a tensor to add (NULL: none)                */
+    const mha_st_tensor *extra;           /* a tensor to add (NULL: none)                */
     const char *meta_key, *meta_val;  /* set key to val (added if absent); val NULL:
                                          remove the key                              */
 } variant;
 
 static void save_variant(const ckpt_base *b, const char *dst, const variant *v)
 {
-    size_t nt = st_count(b->f), k = 0;
-    st_tensor *ts = calloc(nt + 1, sizeof *ts);
+    size_t nt = mha_st_count(b->f), k = 0;
+    mha_st_tensor *ts = calloc(nt + 1, sizeof *ts);
     assert_non_null(ts);
     for (size_t i = 0; i < nt; i++) {
-        st_tensor t;
-        assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        mha_st_tensor t;
+        assert_int_equal(mha_st_tensor_at(b->f, i, &t), MHA_OK);
         if (i == v->target) {
             if (v->remove)
                 continue;
@@ -464,7 +464,7 @@ static void save_variant(const ckpt_base *b, const char *dst, const variant *v)
         vals[nm++] = v->meta_val;
     }
     char err[256];
-    int st = st_save(dst, ts, k, keys, vals, nm, err, sizeof err);
+    int st = mha_st_save(dst, ts, k, keys, vals, nm, err, sizeof err);
     if (st != MHA_OK)
         fail_msg("cannot write the mutant: %s", err);
     free(ts);
@@ -484,7 +484,7 @@ static uint32_t below(mha_pcg32 *r, size_t bound)
     return x;
 }
 
-static size_t numel_of(const st_tensor *t)
+static size_t numel_of(const mha_st_tensor *t)
 {
     size_t n = 1;
     for (size_t d = 0; d < t->ndim; d++)
@@ -520,7 +520,7 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
     variant v = {.target = SIZE_MAX};
     void *owned = NULL; /* replacement data of a variant */
     int structured = 0;
-    const size_t nt = st_count(b->f);
+    const size_t nt = mha_st_count(b->f);
     switch (k) {
     case MK_HDR_BYTE: {
         size_t pos = 8 + below(r, N);
@@ -575,9 +575,9 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
         break;
     }
     case MK_RESHAPE: {
-        st_tensor t;
+        mha_st_tensor t;
         size_t i = below(r, nt);
-        assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        assert_int_equal(mha_st_tensor_at(b->f, i, &t), MHA_OK);
         /* same element count (the data kept), or one row / element fewer or more (the
          * data cut, or extended with zeros) */
         size_t opts[8][5]; /* ndim, shape... */
@@ -613,7 +613,7 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
         v.reshape = 1;
         v.ndim = opts[o][0];
         char sh[64] = "[";
-        size_t ne = 1, esz = st_dtype_size(t.dtype), old_bytes = numel_of(&t) * esz;
+        size_t ne = 1, esz = mha_st_dtype_size(t.dtype), old_bytes = numel_of(&t) * esz;
         for (size_t d = 0; d < v.ndim; d++) {
             v.shape[d] = opts[o][1 + d];
             ne *= v.shape[d];
@@ -628,64 +628,64 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
             v.data = d;
         }
         snprintf(desc, dcap, "tensor %s %s [%zu elements] -> %s [%zu elements]", t.name,
-                 st_dtype_name(t.dtype), numel_of(&t), sh, ne);
+                 mha_st_dtype_name(t.dtype), numel_of(&t), sh, ne);
         structured = 1;
         break;
     }
     case MK_RETYPE: {
-        st_tensor t;
+        mha_st_tensor t;
         size_t i = below(r, nt);
-        assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        assert_int_equal(mha_st_tensor_at(b->f, i, &t), MHA_OK);
         size_t ne = numel_of(&t);
-        unsigned how = below(r, t.dtype == ST_F32 ? 2 : 3);
+        unsigned how = below(r, t.dtype == MHA_ST_F32 ? 2 : 3);
         v.target = i;
         v.retype = 1;
-        if (t.dtype == ST_F32 && how == 0) { /* F64, same values */
+        if (t.dtype == MHA_ST_F32 && how == 0) { /* F64, same values */
             double *d = malloc((ne ? ne : 1) * sizeof *d);
             assert_non_null(d);
             for (size_t e = 0; e < ne; e++)
                 d[e] = ((const float *)t.data)[e];
             owned = d;
-            v.dtype = ST_F64;
+            v.dtype = MHA_ST_F64;
             v.data = d;
-        } else if (t.dtype == ST_U64 && how == 0) { /* I64, same bytes */
-            v.dtype = ST_I64;
-        } else if (t.dtype == ST_U64 && how == 1) { /* F64, same values */
+        } else if (t.dtype == MHA_ST_U64 && how == 0) { /* I64, same bytes */
+            v.dtype = MHA_ST_I64;
+        } else if (t.dtype == MHA_ST_U64 && how == 1) { /* F64, same values */
             double *d = malloc((ne ? ne : 1) * sizeof *d);
             assert_non_null(d);
             for (size_t e = 0; e < ne; e++)
                 d[e] = (double)((const uint64_t *)t.data)[e];
             owned = d;
-            v.dtype = ST_F64;
+            v.dtype = MHA_ST_F64;
             v.data = d;
         } else { /* U8 with one more dimension of the element size, same bytes */
-            v.dtype = ST_U8;
+            v.dtype = MHA_ST_U8;
             v.reshape = 1;
             v.ndim = t.ndim + 1;
             memcpy(v.shape, t.shape, sizeof v.shape);
-            v.shape[t.ndim] = st_dtype_size(t.dtype);
+            v.shape[t.ndim] = mha_st_dtype_size(t.dtype);
         }
-        snprintf(desc, dcap, "tensor %s retyped %s -> %s", t.name, st_dtype_name(t.dtype),
-                 st_dtype_name(v.dtype));
+        snprintf(desc, dcap, "tensor %s retyped %s -> %s", t.name, mha_st_dtype_name(t.dtype),
+                 mha_st_dtype_name(v.dtype));
         structured = 1;
         break;
     }
     case MK_REMOVE: {
         v.target = below(r, nt);
         v.remove = 1;
-        snprintf(desc, dcap, "tensor %s removed", st_name(b->f, v.target));
+        snprintf(desc, dcap, "tensor %s removed", mha_st_name(b->f, v.target));
         structured = 1;
         break;
     }
     case MK_EXTRA: {
         static float zeros[1024];
-        static st_tensor extra;
+        static mha_st_tensor extra;
         static char name[96];
-        st_tensor first;
-        assert_int_equal(st_tensor_at(b->f, 0, &first), MHA_OK);
-        const size_t D = strtoull(st_meta(b->f, "dim"), NULL, 10);
-        const size_t L = strtoull(st_meta(b->f, "layers"), NULL, 10);
-        extra = (st_tensor){name, ST_F32, first.ndim, {first.shape[0], first.shape[1]}, zeros};
+        mha_st_tensor first;
+        assert_int_equal(mha_st_tensor_at(b->f, 0, &first), MHA_OK);
+        const size_t D = strtoull(mha_st_meta(b->f, "dim"), NULL, 10);
+        const size_t L = strtoull(mha_st_meta(b->f, "layers"), NULL, 10);
+        extra = (mha_st_tensor){name, MHA_ST_F32, first.ndim, {first.shape[0], first.shape[1]}, zeros};
         switch (j % 4) {
         case 0: /* the next layer */
             snprintf(name, sizeof name, "layers.%zu.w_q.weight", L);
@@ -694,7 +694,7 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
             break;
         case 1: /* the other optimizer's state */
             snprintf(name, sizeof name, "optimizer.%s.%s",
-                     strcmp(st_meta(b->f, "optimizer"), "sgd") == 0 ? "exp_avg"
+                     strcmp(mha_st_meta(b->f, "optimizer"), "sgd") == 0 ? "exp_avg"
                                                                     : "momentum_buffer",
                      first.name);
             break;
@@ -708,7 +708,7 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
             break;
         }
         char err[128];
-        if (st_get(b->f, name, ST_F32, 0, NULL, NULL, err, sizeof err) != MHA_ENOTFOUND) {
+        if (mha_st_get(b->f, name, MHA_ST_F32, 0, NULL, NULL, err, sizeof err) != MHA_ENOTFOUND) {
             snprintf(name, sizeof name, "zz.unknown.%u", j);
             extra.ndim = 1;
             extra.shape[0] = 3;
@@ -789,12 +789,12 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
         const char *const names[] = {"train.step", "optimizer.step", "data.rng",
                                      "dropout.call_index"};
         const char *name = names[j % 4];
-        st_tensor t;
+        mha_st_tensor t;
         size_t i = 0;
-        while (i < nt && strcmp(st_name(b->f, i), name) != 0)
+        while (i < nt && strcmp(mha_st_name(b->f, i), name) != 0)
             i++;
         assert_true(i < nt);
-        assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
+        assert_int_equal(mha_st_tensor_at(b->f, i, &t), MHA_OK);
         size_t ne = numel_of(&t), e = below(r, ne);
         uint64_t *d = malloc(ne * sizeof *d);
         assert_non_null(d);
@@ -821,11 +821,11 @@ static int make_mutant(const ckpt_base *b, mut_kind k, unsigned j, mha_pcg32 *r,
     }
     case MK_F32: {
         size_t i;
-        st_tensor t;
+        mha_st_tensor t;
         do {
             i = below(r, nt);
-            assert_int_equal(st_tensor_at(b->f, i, &t), MHA_OK);
-        } while (t.dtype != ST_F32);
+            assert_int_equal(mha_st_tensor_at(b->f, i, &t), MHA_OK);
+        } while (t.dtype != MHA_ST_F32);
         size_t ne = numel_of(&t), e = below(r, ne);
         float *d = malloc(ne * sizeof *d);
         assert_non_null(d);
@@ -900,7 +900,7 @@ static void test_train_checkpoint_mutations(void **state)
         assert_non_null(b.hdr);
         cJSON *meta = cJSON_GetObjectItemCaseSensitive(b.hdr, "__metadata__");
         assert_true(cJSON_IsObject(meta));
-        /* the mutants written with st_save have no checksums (a file without any is
+        /* the mutants written with mha_st_save have no checksums (a file without any is
          * accepted): what they test is the checks beyond the checksums, which the byte
          * mutations of the real file meet first */
         for (cJSON *c = meta->child, *next; c; c = next) {
@@ -910,7 +910,7 @@ static void test_train_checkpoint_mutations(void **state)
         }
         b.meta = meta;
         char err[256];
-        assert_int_equal(st_load(path, &b.f, err, sizeof err), MHA_OK);
+        assert_int_equal(mha_st_load(path, &b.f, err, sizeof err), MHA_OK);
         /* the unmutated checkpoint resumes and completes */
         snprintf(bargs, sizeof bargs, "--resume '%s' --steps 4 --out '%s/mout' --force",
                  path, tmpdir);
@@ -958,7 +958,7 @@ static void test_train_checkpoint_mutations(void **state)
                 free(errtext);
             }
         }
-        st_free(b.f);
+        mha_st_free(b.f);
         cJSON_Delete(b.hdr);
         free(b.bytes);
     }
@@ -982,21 +982,21 @@ static void test_train_checkpoint_mutations(void **state)
 /* Copy checkpoint src to dst (paths relative to tmpdir) with one change: the U64 tensor
  * `tensor` element `at` set to `val` (tensor NULL: none), and metadata `key` set to
  * `mval` (key NULL: none) or, when mval is NULL, renamed to new_key. Written with
- * st_save, so the file is a valid safetensors (without checksums). */
+ * mha_st_save, so the file is a valid safetensors (without checksums). */
 static void resave(const char *src, const char *dst, const char *tensor, size_t at,
                    uint64_t val, const char *key, const char *mval, const char *new_key)
 {
     char ps[512], pd[512], err[256];
     snprintf(ps, sizeof ps, "%s/%s", tmpdir, src);
     snprintf(pd, sizeof pd, "%s/%s", tmpdir, dst);
-    st_file *f = NULL;
-    assert_int_equal(st_load(ps, &f, err, sizeof err), MHA_OK);
-    const size_t n = st_count(f);
-    st_tensor *t = calloc(n, sizeof *t);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(ps, &f, err, sizeof err), MHA_OK);
+    const size_t n = mha_st_count(f);
+    mha_st_tensor *t = calloc(n, sizeof *t);
     assert_non_null(t);
     uint64_t *copy = NULL;
     for (size_t i = 0; i < n; i++) {
-        assert_int_equal(st_tensor_at(f, i, &t[i]), MHA_OK);
+        assert_int_equal(mha_st_tensor_at(f, i, &t[i]), MHA_OK);
         if (tensor && strcmp(t[i].name, tensor) == 0) {
             size_t ne = t[i].ndim ? t[i].shape[0] : 1;
             copy = malloc(ne * sizeof *copy);
@@ -1029,14 +1029,14 @@ static void resave(const char *src, const char *dst, const char *tensor, size_t 
         mv[k] = hit && mval ? mval : c->valuestring;
         k++;
     }
-    assert_int_equal(st_save(pd, t, n, mk, mv, k, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_save(pd, t, n, mk, mv, k, err, sizeof err), MHA_OK);
     free(mk);
     free(mv);
     cJSON_Delete(h);
     free(bytes);
     free(copy);
     free(t);
-    st_free(f);
+    mha_st_free(f);
 }
 
 /* One run per --out: a second run into a directory holding a run is refused (exit 2,

@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import seed_mha  # noqa: E402  (the seed's module, copied verbatim)
 
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64,
-          "U64": torch.int64, "U8": torch.uint8}  # U64 read as int64 bits (unused here)
+          "U64": torch.int64, "U8": torch.uint8,  # U64 read as int64 bits (unused here)
+          "BF16": torch.bfloat16, "F16": torch.float16, "I32": torch.int32}
 
 
 def load_safetensors(path):

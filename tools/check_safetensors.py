@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Check a safetensors file (e.g. a checkpoint written by train/common/st.c's st_save) and list it.
+"""Check a safetensors file (e.g. a checkpoint or a model written by mha_st_save) and list it.
 
 Dev-only; run with the system Python (no safetensors package is needed or used):
 
@@ -13,7 +13,7 @@ independently of train/common/st.c:
 and these rules are checked: no duplicate keys, "__metadata__" (optional) maps strings to
 strings, every entry has dtype / shape / data_offsets with end - begin = prod(shape) *
 element size, and the ranges tile the data section (no overlap, no hole, nothing after).
-It also reports whether the data section and every tensor are aligned (st_save promises
+It also reports whether the data section and every tensor are aligned (mha_st_save promises
 both). When torch is importable, each tensor whose dtype torch has is built with
 torch.frombuffer(...).reshape(shape) to show PyTorch can use the bytes as they are.
 

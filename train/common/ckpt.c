@@ -1,4 +1,4 @@
-/* Training checkpoints on top of st.h (ckpt.h). */
+/* Training checkpoints on top of the library's safetensors files (ckpt.h). */
 #include "ckpt.h"
 
 #include <dirent.h>
@@ -110,9 +110,9 @@ static int meta_crc(const char *const *keys, const char *const *vals, size_t n, 
     return MHA_OK;
 }
 
-static size_t tensor_bytes_of(const st_tensor *t)
+static size_t tensor_bytes_of(const mha_st_tensor *t)
 {
-    size_t n = st_dtype_size(t->dtype);
+    size_t n = mha_st_dtype_size(t->dtype);
     for (size_t d = 0; d < t->ndim; d++)
         n *= t->shape[d];
     return n;
@@ -137,9 +137,9 @@ static int parse_crc(const char *s, uint32_t *v)
     return 1;
 }
 
-int ckpt_verify(const st_file *f, char *err, size_t errlen)
+int ckpt_verify(const mha_st_file *f, char *err, size_t errlen)
 {
-    const size_t nm = st_meta_count(f), nt = st_count(f);
+    const size_t nm = mha_st_meta_count(f), nt = mha_st_count(f);
     const char **keys = malloc((nm ? nm : 1) * sizeof *keys);
     const char **vals = malloc((nm ? nm : 1) * sizeof *vals);
     if (!keys || !vals) {
@@ -150,7 +150,7 @@ int ckpt_verify(const st_file *f, char *err, size_t errlen)
     }
     size_t n_crc = 0;
     for (size_t i = 0; i < nm; i++) {
-        st_meta_at(f, i, &keys[i], &vals[i]);
+        mha_st_meta_at(f, i, &keys[i], &vals[i]);
         n_crc += is_crc_key(keys[i]);
     }
     int st = MHA_OK;
@@ -162,7 +162,7 @@ int ckpt_verify(const st_file *f, char *err, size_t errlen)
             continue;
         const char *name = keys[i] + strlen(CRC_PREFIX);
         size_t k = 0;
-        while (k < nt && strcmp(st_name(f, k), name) != 0)
+        while (k < nt && strcmp(mha_st_name(f, k), name) != 0)
             k++;
         if (k == nt) {
             set_err(err, errlen, "metadata %.100s: a checksum of a tensor the file does not "
@@ -171,12 +171,12 @@ int ckpt_verify(const st_file *f, char *err, size_t errlen)
         }
     }
     for (size_t i = 0; st == MHA_OK && i < nt; i++) {
-        st_tensor t;
-        st_tensor_at(f, i, &t);
+        mha_st_tensor t;
+        mha_st_tensor_at(f, i, &t);
         char key[CKPT_NAME_CAP + 80];
         snprintf(key, sizeof key, CRC_PREFIX "%s", t.name);
         uint32_t want, got = crc32c(0, t.data, tensor_bytes_of(&t));
-        if (!parse_crc(st_meta(f, key), &want)) {
+        if (!parse_crc(mha_st_meta(f, key), &want)) {
             set_err(err, errlen, "tensor %.100s has no valid checksum (metadata %.100s), though "
                     "the file has checksums: the file is corrupt or was edited", t.name, key);
             st = MHA_EFORMAT;
@@ -192,7 +192,7 @@ int ckpt_verify(const st_file *f, char *err, size_t errlen)
         st = meta_crc(keys, vals, nm, &got);
         if (st == MHA_ENOMEM)
             set_err(err, errlen, "out of memory");
-        else if (!parse_crc(st_meta(f, CRC_META_KEY), &want) || got != want) {
+        else if (!parse_crc(mha_st_meta(f, CRC_META_KEY), &want) || got != want) {
             set_err(err, errlen, "the metadata (options, vocabulary) do not match their "
                     "checksum %s: the file is corrupt or was edited", CRC_META_KEY);
             st = MHA_EFORMAT;
@@ -248,7 +248,7 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
               size_t errlen)
 {
     const size_t cap = 3 * c->n_t + c->n_s;
-    st_tensor *ts = calloc(cap ? cap : 1, sizeof *ts);
+    mha_st_tensor *ts = calloc(cap ? cap : 1, sizeof *ts);
     char(*names)[CKPT_NAME_CAP + 64] = calloc(2 * c->n_t + 1, sizeof *names);
     if (!ts || !names) {
         free(ts);
@@ -259,7 +259,7 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
     size_t n = 0;
     for (size_t i = 0; i < c->n_t; i++) {
         const ckpt_tensor *t = &c->t[i];
-        ts[n++] = (st_tensor){t->name, ST_F32, t->ndim, {t->shape[0], t->shape[1]}, t->p};
+        ts[n++] = (mha_st_tensor){t->name, MHA_ST_F32, t->ndim, {t->shape[0], t->shape[1]}, t->p};
     }
     for (int w = 0; w < 2; w++) {
         for (size_t i = 0; i < c->n_t; i++) {
@@ -269,12 +269,12 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
                 continue;
             char *nm = names[(size_t)w * c->n_t + i];
             snprintf(nm, CKPT_NAME_CAP + 64, "optimizer.%s.%s", c->moment[w], t->name);
-            ts[n++] = (st_tensor){nm, ST_F32, t->ndim, {t->shape[0], t->shape[1]}, data};
+            ts[n++] = (mha_st_tensor){nm, MHA_ST_F32, t->ndim, {t->shape[0], t->shape[1]}, data};
         }
     }
     for (size_t i = 0; i < c->n_s; i++) {
         const ckpt_state *s = &c->s[i];
-        ts[n++] = (st_tensor){s->name, s->dtype, s->ndim, {s->ndim ? s->len : 0}, s->data};
+        ts[n++] = (mha_st_tensor){s->name, s->dtype, s->ndim, {s->ndim ? s->len : 0}, s->data};
     }
     const size_t n_meta = meta ? meta->n : 0;
     const int cks = meta && meta->checksums;
@@ -312,9 +312,9 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
         }
     }
     if (st == MHA_OK)
-        st = st_save(path, ts, n, cks ? keys : meta ? meta->keys : NULL,
-                     cks ? vals : meta ? (const char *const *)meta->vals : NULL, nk,
-                     err, errlen);
+        st = mha_st_save(path, ts, n, cks ? keys : meta ? meta->keys : NULL,
+                         cks ? vals : meta ? (const char *const *)meta->vals : NULL, nk,
+                         err, errlen);
     free(keys);
     free(vals);
     free(ck);
@@ -348,7 +348,7 @@ static int expected(const ckpt_layout *c, const char *name)
     return 0;
 }
 
-int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen)
+int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errlen)
 {
     const void **src = calloc(3 * c->n_t + c->n_s + 1, sizeof *src);
     if (!src) {
@@ -360,19 +360,19 @@ int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen)
     /* 1. every entry present, with its dtype and shape */
     for (size_t i = 0; st == MHA_OK && i < c->n_t; i++) {
         const ckpt_tensor *t = &c->t[i];
-        st = st_get(f, t->name, ST_F32, t->ndim, t->shape, &src[3 * i], err, errlen);
+        st = mha_st_get(f, t->name, MHA_ST_F32, t->ndim, t->shape, &src[3 * i], err, errlen);
         for (int w = 0; st == MHA_OK && w < 2; w++) {
             if (!c->moment[w] || !(w == 0 ? t->m : t->v))
                 continue;
             char name[CKPT_NAME_CAP + 64];
             snprintf(name, sizeof name, "optimizer.%s.%s", c->moment[w], t->name);
-            st = st_get(f, name, ST_F32, t->ndim, t->shape, &src[3 * i + 1 + (size_t)w], err,
-                        errlen);
+            st = mha_st_get(f, name, MHA_ST_F32, t->ndim, t->shape, &src[3 * i + 1 + (size_t)w],
+                            err, errlen);
         }
     }
     for (size_t i = 0; st == MHA_OK && i < c->n_s; i++) {
         const ckpt_state *s = &c->s[i];
-        st = st_get(f, s->name, s->dtype, s->ndim, &s->len, &src[3 * c->n_t + i], err, errlen);
+        st = mha_st_get(f, s->name, s->dtype, s->ndim, &s->len, &src[3 * c->n_t + i], err, errlen);
     }
     /* 2. weights and moments finite, second moments >= 0 */
     for (size_t i = 0; st == MHA_OK && i < c->n_t; i++) {
@@ -394,7 +394,7 @@ int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen)
     }
     for (size_t i = 0; st == MHA_OK && i < c->n_s; i++) {
         const ckpt_state *s = &c->s[i];
-        if (s->dtype != ST_F64)
+        if (s->dtype != MHA_ST_F64)
             continue;
         const double *d = src[3 * c->n_t + i];
         for (size_t k = 0; k < (s->ndim ? s->len : 1); k++)
@@ -405,9 +405,9 @@ int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen)
             }
     }
     /* 3. nothing else */
-    for (size_t i = 0; st == MHA_OK && i < st_count(f); i++)
-        if (!expected(c, st_name(f, i))) {
-            set_err(err, errlen, "tensor '%.80s' is not part of this run%s%s", st_name(f, i),
+    for (size_t i = 0; st == MHA_OK && i < mha_st_count(f); i++)
+        if (!expected(c, mha_st_name(f, i))) {
+            set_err(err, errlen, "tensor '%.80s' is not part of this run%s%s", mha_st_name(f, i),
                     c->extra_hint ? " " : "", c->extra_hint ? c->extra_hint : "");
             st = MHA_EFORMAT;
         }
@@ -421,7 +421,7 @@ int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen)
     }
     for (size_t i = 0; st == MHA_OK && i < c->n_s; i++) {
         const ckpt_state *s = &c->s[i];
-        memcpy(s->data, src[3 * c->n_t + i], (s->ndim ? s->len : 1) * st_dtype_size(s->dtype));
+        memcpy(s->data, src[3 * c->n_t + i], (s->ndim ? s->len : 1) * mha_st_dtype_size(s->dtype));
     }
     free(src);
     return st;
@@ -429,12 +429,12 @@ int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen)
 
 /* ---- configuration from metadata ------------------------------------------------------ */
 
-int ckpt_config_from_meta(const st_file *f, const char *path, const char *prefix,
+int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *prefix,
                           const char *format, const cli_opt *opts, size_t n,
                           const int *explicit_opt, void *cfg, size_t cfg_size, char *err,
                           size_t errlen)
 {
-    const char *fmt = st_meta(f, "format");
+    const char *fmt = mha_st_meta(f, "format");
     if (!fmt || strcmp(fmt, format) != 0) {
         set_err(err, errlen, "%s: not an %s checkpoint (metadata \"format\" is %s)", prefix,
                 format, fmt ? fmt : "missing");
@@ -451,9 +451,9 @@ int ckpt_config_from_meta(const st_file *f, const char *path, const char *prefix
         const cli_opt *o = &opts[i];
         if (!o->ckpt)
             continue;
-        const char *v = st_meta(f, o->name);
+        const char *v = mha_st_meta(f, o->name);
         if (!v && cli_former_name(o->name)) /* written before the option was renamed */
-            v = st_meta(f, cli_former_name(o->name));
+            v = mha_st_meta(f, cli_former_name(o->name));
         if (!v && o->ckpt == 3)
             continue; /* older than the option: the default stays */
         if (!v) {

@@ -1,7 +1,7 @@
 /*
- * ckpt — training checkpoints of mha-train and mha-gpt on top of the safetensors files of
- * st.h: named float tensors with their optimizer moments, a few integer / double state
- * values, and text metadata (a format name and the run's options).
+ * ckpt — training checkpoints of mha-train and mha-gpt on top of the library's safetensors
+ * files (mha_safetensors.h): named float tensors with their optimizer moments, a few
+ * integer / double state values, and text metadata (a format name and the run's options).
  *
  * Layout of a checkpoint file written by ckpt_save:
  *   <tensor name>                          F32 [shape]   every parameter tensor
@@ -11,7 +11,7 @@
  *   <state name>                           U64 / F64     scalars or vectors (step, RNG, ...)
  *   __metadata__: "format" first, then the options marked ckpt != 0 in the program's
  *   option table (cli.h), as cli_format text, then any extra keys.
- * Saving is atomic (st_save: temporary file, fsync, rename): a failed save leaves the
+ * Saving is atomic (mha_st_save: temporary file, fsync, rename): a failed save leaves the
  * previous file intact.
  *
  * Checksums (saves whose ckpt_meta has checksums != 0: mha-gpt's and mha-g2p's): the metadata also
@@ -37,7 +37,7 @@
 #include <stdint.h>
 
 #include "cli.h"
-#include "st.h"
+#include "mha_safetensors.h"
 
 enum { CKPT_NAME_CAP = 128 };
 
@@ -54,7 +54,7 @@ typedef struct ckpt_tensor {
 /* One state entry (not a parameter): U64 or F64, a scalar (ndim 0) or a vector. */
 typedef struct ckpt_state {
     const char *name;
-    st_dtype dtype; /* ST_U64 or ST_F64                                   */
+    mha_st_dtype dtype; /* MHA_ST_U64 or MHA_ST_F64                                   */
     size_t ndim;    /* 0 or 1                                             */
     size_t len;     /* elements when ndim == 1                            */
     void *data;     /* borrowed: 1 or len elements                        */
@@ -92,7 +92,7 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
               size_t errlen);
 
 /* Remove the temporaries that killed saves of `path` left behind ("<path>.tmp.<pid>",
- * st_save's names) whose process no longer exists; another live process's temporary is
+ * mha_st_save's names) whose process no longer exists; another live process's temporary is
  * left alone. Returns how many were removed. */
 size_t ckpt_remove_stale(const char *path);
 
@@ -100,12 +100,12 @@ size_t ckpt_remove_stale(const char *path);
  * everything is valid, copy every
  * tensor, moment and state entry into the layout's buffers. MHA_EFORMAT / MHA_ESHAPE /
  * MHA_ENOTFOUND with a message naming the tensor otherwise (nothing copied). */
-int ckpt_load(const st_file *f, const ckpt_layout *c, char *err, size_t errlen);
+int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errlen);
 
 /* Check the checksums of a loaded file (see the top): MHA_OK when they all match or the
  * file has none; otherwise MHA_EFORMAT with a message naming the tensor (or the
  * metadata) whose bytes differ from their checksum, or the tensor without one. */
-int ckpt_verify(const st_file *f, char *err, size_t errlen);
+int ckpt_verify(const mha_st_file *f, char *err, size_t errlen);
 
 /* Read the options of a checkpoint back into cfg (a config of opts' program, cfg_size
  * bytes):
@@ -116,7 +116,7 @@ int ckpt_verify(const st_file *f, char *err, size_t errlen);
  *     --X a, this run asks for --X b";
  *   - then cfg takes every ckpt == 1 option, and every ckpt == 2 option not given.
  * Other errors (MHA_EFORMAT) read "<prefix>: <what is wrong>". cfg is unchanged on error. */
-int ckpt_config_from_meta(const st_file *f, const char *path, const char *prefix,
+int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *prefix,
                           const char *format, const cli_opt *opts, size_t n,
                           const int *explicit_opt, void *cfg, size_t cfg_size, char *err,
                           size_t errlen);

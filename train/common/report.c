@@ -13,7 +13,7 @@
 
 #include "ckpt.h"
 #include "mha.h"
-#include "st.h"
+#include "mha_safetensors.h"
 #include "svg.h"
 
 /* ---- history ------------------------------------------------------------------------- */
@@ -331,14 +331,14 @@ void report_last_checkpoint(const char *path)
         fprintf(stderr, "%s: no checkpoint was written yet.\n", cli_program());
         return;
     }
-    st_file *f = NULL;
+    mha_st_file *f = NULL;
     char err[CLI_PATH_CAP + 256] = "";
-    int st = st_load(path, &f, err, sizeof err);
+    int st = mha_st_load(path, &f, err, sizeof err);
     if (st == MHA_OK)
         st = ckpt_verify(f, err, sizeof err);
     const void *d = NULL;
     if (st == MHA_OK)
-        st = st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err);
+        st = mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err);
     if (st == MHA_OK) {
         uint64_t step;
         memcpy(&step, d, sizeof step);
@@ -349,7 +349,7 @@ void report_last_checkpoint(const char *path)
         fprintf(stderr, "%s: the last checkpoint, %s, cannot be used: %s\n", cli_program(),
                 path, err);
     }
-    st_free(f);
+    mha_st_free(f);
 }
 
 /* ---- files ----------------------------------------------------------------------------- */

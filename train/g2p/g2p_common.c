@@ -251,15 +251,15 @@ void g2p_run_destroy(g2p_run *r)
 ckpt_layout g2p_run_layout(g2p_run *r, int with_moments)
 {
     size_t n = 0;
-    r->s[n++] = (ckpt_state){"train.step", ST_U64, 0, 0, &r->step};
-    r->s[n++] = (ckpt_state){"best.step", ST_U64, 0, 0, &r->best_step};
-    r->s[n++] = (ckpt_state){"best.val_wer", ST_F64, 0, 0, &r->best_wer};
+    r->s[n++] = (ckpt_state){"train.step", MHA_ST_U64, 0, 0, &r->step};
+    r->s[n++] = (ckpt_state){"best.step", MHA_ST_U64, 0, 0, &r->best_step};
+    r->s[n++] = (ckpt_state){"best.val_wer", MHA_ST_F64, 0, 0, &r->best_wer};
     if (with_moments) {
-        r->s[n++] = (ckpt_state){"optimizer.step", ST_U64, 0, 0, &r->optim_t};
-        r->s[n++] = (ckpt_state){"data.rng", ST_U64, 1, 2, r->rng};
-        r->s[n++] = (ckpt_state){"data.epoch", ST_U64, 0, 0, &r->epoch};
-        r->s[n++] = (ckpt_state){"data.batch", ST_U64, 0, 0, &r->batch_in_epoch};
-        r->s[n++] = (ckpt_state){"dropout.call_index", ST_U64, 0, 0, &r->call_index};
+        r->s[n++] = (ckpt_state){"optimizer.step", MHA_ST_U64, 0, 0, &r->optim_t};
+        r->s[n++] = (ckpt_state){"data.rng", MHA_ST_U64, 1, 2, r->rng};
+        r->s[n++] = (ckpt_state){"data.epoch", MHA_ST_U64, 0, 0, &r->epoch};
+        r->s[n++] = (ckpt_state){"data.batch", MHA_ST_U64, 0, 0, &r->batch_in_epoch};
+        r->s[n++] = (ckpt_state){"dropout.call_index", MHA_ST_U64, 0, 0, &r->call_index};
     }
     ckpt_layout c = {r->pt, r->n_pt, {NULL, NULL}, r->s, n,
                      "(a checkpoint of another model size?)"};
@@ -306,10 +306,10 @@ int g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_momen
 }
 
 /* Parse a JSON array of symbols (metadata `key`) into a vocabulary. Exit 2. */
-static void vocab_from_meta(const st_file *f, const char *key, size_t n_special,
+static void vocab_from_meta(const mha_st_file *f, const char *key, size_t n_special,
                             const char *what, g2p_vocab *v)
 {
-    const char *s = st_meta(f, key);
+    const char *s = mha_st_meta(f, key);
     if (!s)
         cli_die(CLI_EXIT_USAGE, "%s: its metadata has no \"%s\" (not a model of mha-g2p?)",
                 what, key);
@@ -336,7 +336,7 @@ static void vocab_from_meta(const st_file *f, const char *key, size_t n_special,
 /* The training state of checkpoint f is consistent (exit 2 naming the entry otherwise):
  * train.step within the --steps it was made with, best.step not past it, best.val_wer a
  * rate in [0, 1] or +inf (with best.step 0) before the first evaluation. */
-static void check_state(const st_file *f, const char *what)
+static void check_state(const mha_st_file *f, const char *what)
 {
     char err[512];
     const void *d;
@@ -344,17 +344,17 @@ static void check_state(const st_file *f, const char *what)
     double wer;
     g2p_config tmp;
     const size_t k_steps = cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "steps");
-    const char *ms = st_meta(f, "steps");
+    const char *ms = mha_st_meta(f, "steps");
     if (!ms || cli_parse(&G2P_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
         cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
     made = tmp.steps;
-    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(&step, d, sizeof step);
-    if (st_get(f, "best.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "best.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(&best, d, sizeof best);
-    if (st_get(f, "best.val_wer", ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "best.val_wer", MHA_ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(&wer, d, sizeof wer);
     if (step > made)
@@ -370,14 +370,15 @@ static void check_state(const st_file *f, const char *what)
                 (unsigned long long)best);
 }
 
-st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
-                             g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt)
+mha_st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
+                                 g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt)
 {
-    st_file *f = NULL;
+    mha_st_file *f = NULL;
     char err[2 * CLI_PATH_CAP] = "";
-    if (st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
+    if (mha_st_load(path, &f, err, sizeof err) != MHA_OK ||
+        ckpt_verify(f, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    const char *fmt = st_meta(f, "format");
+    const char *fmt = mha_st_meta(f, "format");
     if (!fmt || strcmp(fmt, G2P_CKPT_FORMAT) != 0)
         cli_die(CLI_EXIT_USAGE, "%s: %s is not a model of mha-g2p (its format is %s)", what,
                 path, fmt ? fmt : "not given");
@@ -392,7 +393,7 @@ st_file *g2p_open_checkpoint(const char *path, const char *what, const int *expl
     if (cfg->dim % cfg->heads != 0)
         cli_die(CLI_EXIT_USAGE, "%s: metadata heads %zu does not divide dim %zu", what,
                 cfg->heads, cfg->dim);
-    const char *me = st_meta(f, "elapsed_seconds");
+    const char *me = mha_st_meta(f, "elapsed_seconds");
     char *end = NULL;
     const double el = me ? strtod(me, &end) : NAN;
     if (!me || end == me || *end != '\0' || !(el >= 0 && el < 1e12))
@@ -413,21 +414,21 @@ st_file *g2p_open_checkpoint(const char *path, const char *what, const int *expl
              cfg->dec_layers - 1);
     need[3].shape[0] = cfg->mlp_dim ? cfg->mlp_dim : 4 * C;
     for (size_t i = 0; i < 4; i++)
-        if (st_get(f, need[i].name, ST_F32, need[i].ndim, need[i].shape, NULL, err,
-                   sizeof err) != MHA_OK)
+        if (mha_st_get(f, need[i].name, MHA_ST_F32, need[i].ndim, need[i].shape, NULL, err,
+                       sizeof err) != MHA_OK)
             cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     return f;
 }
 
-void g2p_load_model(g2p_run *r, const g2p_config *cfg, st_file *f, const char *what,
+void g2p_load_model(g2p_run *r, const g2p_config *cfg, mha_st_file *f, const char *what,
                     const g2p_vocab *src, const g2p_vocab *tgt, size_t max_batch)
 {
     g2p_run_create(r, cfg, src, tgt, max_batch, 0);
     char name[CKPT_NAME_CAP + 32];
     snprintf(name, sizeof name, "optimizer.exp_avg.%s", r->pt[0].name);
     int with_moments = 0;
-    for (size_t i = 0; i < st_count(f); i++)
-        if (strcmp(st_name(f, i), name) == 0)
+    for (size_t i = 0; i < mha_st_count(f); i++)
+        if (strcmp(mha_st_name(f, i), name) == 0)
             with_moments = 1;
     ckpt_layout lay = g2p_run_layout(r, with_moments);
     char err[2 * CLI_PATH_CAP] = "";

@@ -119,11 +119,11 @@ static void open_model(g2p_config *cfg, g2p_run *r, size_t beam)
     char what[CLI_PATH_CAP + 32];
     snprintf(what, sizeof what, "cannot use model %s", cfg->model);
     const int threads = cli_check_threads(cfg->run_threads, 1);
-    st_file *f = g2p_open_checkpoint(cfg->model, what, NULL, cfg, &src, &tgt);
+    mha_st_file *f = g2p_open_checkpoint(cfg->model, what, NULL, cfg, &src, &tgt);
     cfg->run_threads = threads;
     (void)beam;
     g2p_load_model(r, cfg, f, what, &src, &tgt, G2P_DECODE_BATCH);
-    st_free(f);
+    mha_st_free(f);
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);
 }

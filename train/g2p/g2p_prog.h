@@ -98,7 +98,7 @@ void g2p_run_destroy(g2p_run *r);
  * best model, the committed model). */
 ckpt_layout g2p_run_layout(g2p_run *r, int with_moments);
 /* Save checkpoint `path` (atomic) with the run's options and vocabularies. MHA_OK, or the
- * st_save status after a message on stderr (the file it was to replace is untouched).
+ * mha_st_save status after a message on stderr (the file it was to replace is untouched).
  * Exit 1 when out of memory. */
 int g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments);
 
@@ -106,12 +106,12 @@ int g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_momen
  * ckpt != 0; explicit_opt may be NULL), refuse anything that is not an mha-g2p checkpoint
  * or whose tensors do not have that configuration's shapes, and read both vocabularies
  * into *src, *tgt (owned). `what` starts every message. Exit 2. Returns the file
- * (st_free it). */
-st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
-                             g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt);
+ * (mha_st_free it). */
+mha_st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
+                                 g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt);
 /* Build the model of an opened checkpoint and load it (moments too when present, into
  * scratch). Exit 2 on a bad file. */
-void g2p_load_model(g2p_run *r, const g2p_config *cfg, st_file *f, const char *what,
+void g2p_load_model(g2p_run *r, const g2p_config *cfg, mha_st_file *f, const char *what,
                     const g2p_vocab *src, const g2p_vocab *tgt, size_t max_batch);
 
 /* ---- decoding many words (g2p_decode.c) ---------------------------------------------- */

@@ -120,7 +120,7 @@ static void evaluate(trainer *t, double *row)
 
 /* The options and, with --resume, the checkpoint's configuration and vocabularies; the
  * checks that need no data. Returns the open checkpoint (NULL without --resume). */
-static st_file *read_options(trainer *t, int argc, char **argv, int first, int *given,
+static mha_st_file *read_options(trainer *t, int argc, char **argv, int first, int *given,
                              g2p_vocab *src, g2p_vocab *tgt, char *what, size_t what_cap)
 {
     g2p_config *c = &t->cfg;
@@ -133,7 +133,7 @@ static st_file *read_options(trainer *t, int argc, char **argv, int first, int *
     for (size_t k = 0; k < G2P_N_TRAIN_OPTS; k++)
         given[k] = vals[k] != NULL;
     free(vals);
-    st_file *ck = NULL;
+    mha_st_file *ck = NULL;
     if (c->resume[0]) {
         snprintf(what, what_cap, "cannot resume from %s", c->resume);
         g2p_config keep = *c;
@@ -198,11 +198,11 @@ static void read_data(trainer *t, int resumed, g2p_vocab *src, g2p_vocab *tgt)
 
 /* The run's id (the checkpoint's; one from before run ids gets a new one); rank 0 claims
  * --out: no other process in it, no other run's checkpoints (exit 2). */
-static void claim_out_dir(trainer *t, const st_file *ck)
+static void claim_out_dir(trainer *t, const mha_st_file *ck)
 {
     g2p_config *c = &t->cfg;
     cli_prepare_out_dir(c->out);
-    const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
+    const char *ck_id = ck ? mha_st_meta(ck, "run_id") : NULL;
     if (!rundir_id_valid(ck_id))
         ck_id = NULL;
     if (ck_id)
@@ -220,7 +220,7 @@ static void claim_out_dir(trainer *t, const st_file *ck)
 
 /* The model and AdamW (from the checkpoint when there is one: then closed), the same on
  * every rank; the batch buffers, the batches' sort key, the stress map, the decoder. */
-static void build_model(trainer *t, st_file *ck, const char *what, g2p_vocab *src,
+static void build_model(trainer *t, mha_st_file *ck, const char *what, g2p_vocab *src,
                         g2p_vocab *tgt)
 {
     g2p_config *c = &t->cfg;
@@ -235,7 +235,7 @@ static void build_model(trainer *t, st_file *ck, const char *what, g2p_vocab *sr
         cli_check(mha_optim_set_step(t->r.opt, t->r.optim_t), "optimizer");
         cli_check(mha_s2s_set_call_index(t->r.m, t->r.call_index), "model");
         t->r.elapsed = c->elapsed;
-        st_free(ck);
+        mha_st_free(ck);
     }
     g2p_share_rank0_state(t);
     cli_check(mha_s2s_param_count(t->r.m, &t->n_params), "model");
@@ -291,7 +291,7 @@ static void setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     int given[64] = {0};
     g2p_vocab src = {0}, tgt = {0};
     char what[CLI_PATH_CAP + 32];
-    st_file *ck = read_options(t, argc, argv, first, given, &src, &tgt, what, sizeof what);
+    mha_st_file *ck = read_options(t, argc, argv, first, given, &src, &tgt, what, sizeof what);
     /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its
      * own around each call): --threads 1 means one thread for the whole step */
     omp_set_num_threads(c->threads);

@@ -201,12 +201,12 @@ void gpt_run_destroy(gpt_run *r)
 
 ckpt_layout gpt_run_layout(gpt_run *r)
 {
-    r->s[0] = (ckpt_state){"train.step", ST_U64, 0, 0, &r->step};
-    r->s[1] = (ckpt_state){"optimizer.step", ST_U64, 0, 0, &r->optim_t};
-    r->s[2] = (ckpt_state){"data.rng", ST_U64, 1, 2, r->rng};
-    r->s[3] = (ckpt_state){"dropout.call_index", ST_U64, 0, 0, &r->call_index};
-    r->s[4] = (ckpt_state){"best.val_loss", ST_F64, 0, 0, &r->best_val};
-    r->s[5] = (ckpt_state){"best.step", ST_U64, 0, 0, &r->best_step};
+    r->s[0] = (ckpt_state){"train.step", MHA_ST_U64, 0, 0, &r->step};
+    r->s[1] = (ckpt_state){"optimizer.step", MHA_ST_U64, 0, 0, &r->optim_t};
+    r->s[2] = (ckpt_state){"data.rng", MHA_ST_U64, 1, 2, r->rng};
+    r->s[3] = (ckpt_state){"dropout.call_index", MHA_ST_U64, 0, 0, &r->call_index};
+    r->s[4] = (ckpt_state){"best.val_loss", MHA_ST_F64, 0, 0, &r->best_val};
+    r->s[5] = (ckpt_state){"best.step", MHA_ST_U64, 0, 0, &r->best_step};
     ckpt_layout c = {r->pt, r->n_pt, {"exp_avg", "exp_avg_sq"}, r->s, 6,
                      "(a checkpoint of another model size?)"};
     return c;
@@ -214,12 +214,12 @@ ckpt_layout gpt_run_layout(gpt_run *r)
 
 /* ---- a checkpoint's configuration --------------------------------------------------------- */
 
-st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
-                             gpt_run_config *cfg, text_vocab **vocab)
+mha_st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
+                                 gpt_run_config *cfg, text_vocab **vocab)
 {
-    st_file *f = NULL;
+    mha_st_file *f = NULL;
     char err[2 * CLI_PATH_CAP] = "";
-    if (st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
+    if (mha_st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     int *none = calloc(GPT_N_TRAIN_OPTS, sizeof *none);
     if (!none)
@@ -229,7 +229,7 @@ st_file *gpt_open_checkpoint(const char *path, const char *what, const int *expl
                               sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
     free(none);
-    const char *mode = st_meta(f, "data_mode"), *vs = st_meta(f, "vocab");
+    const char *mode = mha_st_meta(f, "data_mode"), *vs = mha_st_meta(f, "vocab");
     const char *want = cfg->utf8 ? "utf8" : "bytes";
     if (!mode || strcmp(mode, want) != 0)
         cli_die(CLI_EXIT_USAGE, "%s: metadata data_mode is %s, expected %s", what,
@@ -254,8 +254,8 @@ st_file *gpt_open_checkpoint(const char *path, const char *what, const int *expl
                  {"", 2, {4 * C, C}}, {"ln_f.weight", 1, {C, 0}}};
     snprintf(need[2].name, sizeof need[2].name, "blocks.%zu.mlp.fc.weight", cfg->layers - 1);
     for (size_t i = 0; i < 4; i++)
-        if (st_get(f, need[i].name, ST_F32, need[i].ndim, need[i].shape, NULL, err,
-                   sizeof err) != MHA_OK)
+        if (mha_st_get(f, need[i].name, MHA_ST_F32, need[i].ndim, need[i].shape, NULL, err,
+                       sizeof err) != MHA_OK)
             cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     return f;
 }

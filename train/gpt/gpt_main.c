@@ -104,7 +104,7 @@ static int sample_main(int argc, char **argv, int first)
     char what[CLI_PATH_CAP + 32];
     snprintf(what, sizeof what, "cannot sample from %s", cfg.checkpoint);
     text_vocab *voc = NULL;
-    st_file *f = gpt_open_checkpoint(cfg.checkpoint, what, NULL, &cfg, &voc);
+    mha_st_file *f = gpt_open_checkpoint(cfg.checkpoint, what, NULL, &cfg, &voc);
     uint64_t ck_step, ck_made;
     double ck_elapsed;
     gpt_resume_state(f, what, &ck_step, &ck_made, &ck_elapsed); /* refuses a bad state */
@@ -130,7 +130,7 @@ static int sample_main(int argc, char **argv, int first)
     ckpt_layout c = gpt_run_layout(&r);
     if (ckpt_load(f, &c, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    st_free(f);
+    mha_st_free(f);
 
     gpt_write_ids(stdout, voc, ids, np);
     fflush(stdout);

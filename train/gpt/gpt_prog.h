@@ -94,14 +94,14 @@ ckpt_layout gpt_run_layout(gpt_run *r);
  * line, may be NULL: none), refuse it unless it is an mha-gpt checkpoint whose
  * parameter tensors have the shapes of that configuration, and read its vocabulary
  * (*vocab owned: text_vocab_free). `what` starts every message ("cannot resume from
- * X"). Exit 2 on any problem. Returns the loaded file (st_free it). */
-st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
-                             gpt_run_config *cfg, text_vocab **vocab);
+ * X"). Exit 2 on any problem. Returns the loaded file (mha_st_free it). */
+mha_st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
+                                 gpt_run_config *cfg, text_vocab **vocab);
 
 /* The state of checkpoint f read before a model is built: its step (*step), the --steps
  * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent), checked for
  * consistency (train and sample alike). Exit 2. Implemented in gpt_train_io.c. */
-void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
+void gpt_resume_state(const mha_st_file *f, const char *what, uint64_t *step, uint64_t *made,
                       double *elapsed);
 
 /* Generate `n` symbols after prompt ids[np] (np >= 1) with the key/value cache:

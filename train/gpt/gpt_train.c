@@ -171,12 +171,12 @@ static uint64_t evals_between(const gpt_run_config *c, uint64_t from, uint64_t t
 
 /* The options and, with --resume, the checkpoint's configuration and state; the checks
  * that need no data. Returns the open checkpoint (NULL without --resume). */
-static st_file *read_options(trainer *t, int argc, char **argv, int first, int *explicit_opt,
+static mha_st_file *read_options(trainer *t, int argc, char **argv, int first, int *explicit_opt,
                              char *what, size_t what_cap, int *n_threads)
 {
     parse_train_options(t, argc, argv, first, explicit_opt);
     gpt_run_config *c = &t->cfg;
-    st_file *ck = NULL;
+    mha_st_file *ck = NULL;
     text_vocab *ck_vocab = NULL;
     if (c->resume[0]) {
         snprintf(what, what_cap, "cannot resume from %s", c->resume);
@@ -203,10 +203,10 @@ static st_file *read_options(trainer *t, int argc, char **argv, int first, int *
 
 /* With a checkpoint: its vocabulary must be the text's, and --steps beyond its step.
  * Returns 1 when the run is finished already (nothing to do: said on stdout). */
-static int check_resume(const trainer *t, const st_file *ck, const char *what)
+static int check_resume(const trainer *t, const mha_st_file *ck, const char *what)
 {
     const gpt_run_config *c = &t->cfg;
-    if (strcmp(st_meta(ck, "vocab"), t->vocab_text) != 0) {
+    if (strcmp(mha_st_meta(ck, "vocab"), t->vocab_text) != 0) {
         cli_die(CLI_EXIT_USAGE, "%s: the vocabulary of --data %s (%zu characters) differs from "
                 "the checkpoint's (%zu)", what, c->data,
                 text_vocab_size(text_corpus_vocab(t->corpus)), t->ck_vocab_n);
@@ -227,10 +227,10 @@ static int check_resume(const trainer *t, const st_file *ck, const char *what)
 
 /* The run's id (the checkpoint's; one from before run ids gets a new one); rank 0 makes
  * --out and claims it: no other process in it, no other run's checkpoints (exit 2). */
-static void claim_out_dir(trainer *t, const st_file *ck)
+static void claim_out_dir(trainer *t, const mha_st_file *ck)
 {
     const gpt_run_config *c = &t->cfg;
-    const char *ck_id = ck ? st_meta(ck, "run_id") : NULL;
+    const char *ck_id = ck ? mha_st_meta(ck, "run_id") : NULL;
     if (!rundir_id_valid(ck_id))
         ck_id = NULL;
     if (ck_id)
@@ -247,7 +247,7 @@ static void claim_out_dir(trainer *t, const st_file *ck)
 
 /* The model, AdamW and the batch generator, from the checkpoint when there is one (then
  * closed), the same on every rank; the gradient exchange. */
-static void build_model(trainer *t, st_file *ck, const char *what, int n_threads)
+static void build_model(trainer *t, mha_st_file *ck, const char *what, int n_threads)
 {
     const gpt_run_config *c = &t->cfg;
     openblas_set_num_threads(n_threads);
@@ -259,7 +259,7 @@ static void build_model(trainer *t, st_file *ck, const char *what, int n_threads
     mha_pcg32_seed(&t->rng, c->seed, TEXT_STREAM_BATCH);
     if (ck) {
         gpt_load_checkpoint(t, ck, what);
-        st_free(ck);
+        mha_st_free(ck);
     }
     if (dist_size() > 1)
         gpt_share_rank0_state(t);
@@ -355,7 +355,7 @@ static int setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     int explicit_opt[64] = {0};
     char what[CLI_PATH_CAP + 32];
     int n_threads;
-    st_file *ck = read_options(t, argc, argv, first, explicit_opt, what, sizeof what,
+    mha_st_file *ck = read_options(t, argc, argv, first, explicit_opt, what, sizeof what,
                                &n_threads);
     gpt_run_config *c = &t->cfg;
     t->rank0 = dist_rank() == 0;
@@ -365,7 +365,7 @@ static int setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     /* several ranks: the same options, text and checkpoint as rank 0, before any decision */
     dist_agree_inputs(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, c, c->data, c->resume);
     if (ck && check_resume(t, ck, what)) {
-        st_free(ck);
+        mha_st_free(ck);
         return 1;
     }
     /* before anything large is allocated, and before the directory is claimed */

@@ -71,7 +71,7 @@ typedef struct trainer {
  * several ranks it first checks that every rank holds the same weights and moments. */
 int gpt_save_checkpoint(trainer *t, const char *path);
 /* Load the tensors and state of a checkpoint whose configuration was taken already. */
-void gpt_load_checkpoint(trainer *t, st_file *f, const char *what);
+void gpt_load_checkpoint(trainer *t, mha_st_file *f, const char *what);
 /* Several ranks: every rank takes rank 0's weights, AdamW moments and training state. */
 void gpt_share_rank0_state(trainer *t);
 /* ---- pictures and summary (train/gpt/gpt_train_io.c; rank 0) ---- */

@@ -70,7 +70,7 @@ int gpt_save_checkpoint(trainer *t, const char *path)
 }
 
 /* Load the tensors and state of a checkpoint whose configuration was taken already. */
-void gpt_load_checkpoint(trainer *t, st_file *f, const char *what)
+void gpt_load_checkpoint(trainer *t, mha_st_file *f, const char *what)
 {
     gpt_run *r = &t->r;
     ckpt_layout c = gpt_run_layout(r);
@@ -120,13 +120,13 @@ void gpt_share_rank0_state(trainer *t)
  * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent); the step
  * counters (within the run), best.val_loss and data.rng are checked, each named in the
  * message. Exit 2. */
-void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64_t *made,
+void gpt_resume_state(const mha_st_file *f, const char *what, uint64_t *step, uint64_t *made,
                          double *elapsed)
 {
     char err[512];
     gpt_run_config tmp;
     const size_t k_steps = cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "steps");
-    const char *ms = st_meta(f, "steps"), *me = st_meta(f, "elapsed_seconds");
+    const char *ms = mha_st_meta(f, "steps"), *me = mha_st_meta(f, "elapsed_seconds");
     if (!ms || cli_parse(&GPT_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
         cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
     *made = tmp.steps;
@@ -141,20 +141,20 @@ void gpt_resume_state(const st_file *f, const char *what, uint64_t *step, uint64
     const void *d;
     const size_t two = 2;
     uint64_t optim_t, best, rng[2];
-    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(step, d, sizeof *step);
-    if (st_get(f, "optimizer.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "optimizer.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(&optim_t, d, sizeof optim_t);
-    if (st_get(f, "best.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "best.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(&best, d, sizeof best);
-    if (st_get(f, "data.rng", ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "data.rng", MHA_ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(rng, d, sizeof rng);
     double best_val;
-    if (st_get(f, "best.val_loss", ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "best.val_loss", MHA_ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     memcpy(&best_val, d, sizeof best_val);
     /* a loss is >= 0; +inf (with best.step 0) until the first evaluation */

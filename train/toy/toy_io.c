@@ -7,7 +7,7 @@
 
 #include <cJSON.h>
 
-#include "st.h"
+#include "mha_safetensors.h"
 #include "svg.h"
 #include "toy_run.h"
 
@@ -28,10 +28,10 @@ typedef struct run_ckpt_state {
  * names), train.step, optimizer.step, data.rng, dropout.call_index. */
 static ckpt_layout run_layout(const run_state *rs, run_ckpt_state *cs)
 {
-    cs->s[0] = (ckpt_state){"train.step", ST_U64, 0, 0, &cs->step};
-    cs->s[1] = (ckpt_state){"optimizer.step", ST_U64, 0, 0, &cs->optim_t};
-    cs->s[2] = (ckpt_state){"data.rng", ST_U64, 1, 2, cs->rng};
-    cs->s[3] = (ckpt_state){"dropout.call_index", ST_U64, 1, rs->mcfg.layers, cs->calls};
+    cs->s[0] = (ckpt_state){"train.step", MHA_ST_U64, 0, 0, &cs->step};
+    cs->s[1] = (ckpt_state){"optimizer.step", MHA_ST_U64, 0, 0, &cs->optim_t};
+    cs->s[2] = (ckpt_state){"data.rng", MHA_ST_U64, 1, 2, cs->rng};
+    cs->s[3] = (ckpt_state){"dropout.call_index", MHA_ST_U64, 1, rs->mcfg.layers, cs->calls};
     ckpt_layout c = {rs->pt, rs->n_pt, {NULL, NULL}, cs->s, 4,
                      "(a checkpoint of another task, layer count or optimizer?)"};
     if (rs->cfg.optimizer == MHA_OPTIM_SGD) {
@@ -70,31 +70,31 @@ int save_checkpoint(run_state *rs, const char *path)
 /* Take the configuration stored in checkpoint `path` into *cfg: fields with ckpt == 1
  * always (an explicitly given option that differs is refused: exit 2 with both values),
  * fields with ckpt == 2 unless given on the command line. Any unreadable, corrupt or
- * foreign file is refused with st_load's message (exit 2). */
+ * foreign file is refused with mha_st_load's message (exit 2). */
 void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
                    resume_info *info)
 {
-    st_file *f = NULL;
+    mha_st_file *f = NULL;
     char err[2 * CLI_PATH_CAP] = "", prefix[CLI_PATH_CAP + 32];
     snprintf(prefix, sizeof prefix, "cannot resume from %s", path);
-    int st = st_load(path, &f, err, sizeof err);
+    int st = mha_st_load(path, &f, err, sizeof err);
     if (st == MHA_OK) /* the checksums first: nothing is read from a corrupt file */
         st = ckpt_verify(f, err, sizeof err);
     if (st != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
-    const char *id = st_meta(f, "run_id");
+    const char *id = mha_st_meta(f, "run_id");
     if (rundir_id_valid(id))
         snprintf(info->run_id, sizeof info->run_id, "%s", id);
     /* the --steps it was made with, before a given --steps replaces it */
     run_config made = *cfg;
     const size_t k_steps = cli_index(TRAIN_OPTS, TRAIN_N_OPTS, "steps");
-    const char *ms = st_meta(f, "steps");
+    const char *ms = mha_st_meta(f, "steps");
     if (!ms || cli_parse(&TRAIN_OPTS[k_steps], ms, &made) != NULL)
         cli_die(CLI_EXIT_USAGE, "%s: metadata steps is %s%s%s", prefix, ms ? "\"" : "missing",
                 ms ? ms : "", ms ? "\", not a step count" : "");
     info->steps = made.steps;
     info->elapsed = 0;
-    const char *me = st_meta(f, "elapsed_seconds");
+    const char *me = mha_st_meta(f, "elapsed_seconds");
     if (me) {
         char *end;
         info->elapsed = strtod(me, &end);
@@ -107,13 +107,13 @@ void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
     const void *d;
     const size_t two = 2;
     uint64_t step, optim_t, rng[2];
-    if (st_get(f, "train.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
     memcpy(&step, d, sizeof step);
-    if (st_get(f, "optimizer.step", ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "optimizer.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
     memcpy(&optim_t, d, sizeof optim_t);
-    if (st_get(f, "data.rng", ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
+    if (mha_st_get(f, "data.rng", MHA_ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
     memcpy(rng, d, sizeof rng);
     /* every completed step made exactly one optimizer step */
@@ -152,19 +152,20 @@ void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
                     snprintf(name, sizeof name, "%s", ti.name);
                 else
                     snprintf(name, sizeof name, "layers.%zu.%s", gi - 1, ti.name);
-                if (st_get(f, name, ST_F32, ti.ndim, ti.shape, NULL, err, sizeof err) != MHA_OK)
+                if (mha_st_get(f, name, MHA_ST_F32, ti.ndim, ti.shape, NULL, err, sizeof err) !=
+                    MHA_OK)
                     cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
             }
         }
-    st_free(f);
+    mha_st_free(f);
 }
 
 /* Load tensors and state from a checkpoint whose config already matches. */
 void load_checkpoint(run_state *rs, const char *path)
 {
-    st_file *f = NULL;
+    mha_st_file *f = NULL;
     char err[512] = "";
-    int st = st_load(path, &f, err, sizeof err);
+    int st = mha_st_load(path, &f, err, sizeof err);
     if (st == MHA_OK) {
         run_ckpt_state cs;
         ckpt_layout c = run_layout(rs, &cs);
@@ -189,7 +190,7 @@ void load_checkpoint(run_state *rs, const char *path)
     }
     if (st != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "cannot resume from %s: %s", path, err);
-    st_free(f);
+    mha_st_free(f);
 }
 
 

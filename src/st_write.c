@@ -1,8 +1,8 @@
 /*
- * st_write.c — the safetensors writer (st.h, st_save): the header is built by hand
- * (cJSON prints large integers in exponent form, which safetensors readers refuse), and
- * the target file is replaced atomically (temporary file, fsync, rename, fsync of the
- * directory).
+ * st_write.c — the safetensors writer (mha_safetensors.h, mha_st_save): the header is
+ * built by hand (cJSON prints large integers in exponent form, which safetensors readers
+ * refuse), and the target file is replaced atomically (temporary file, fsync, rename, fsync
+ * of the directory).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -91,8 +91,8 @@ static void sb_json_string(sbuf *b, const char *s)
 static const size_t layout_sizes[] = {8, 4, 2, 1};
 enum { ST_NUM_LAYOUT = (int)(sizeof layout_sizes / sizeof layout_sizes[0]) };
 
-/* Check the arguments of st_save; byte counts → nbytes[n]. */
-static int validate_save(const st_tensor *t, size_t n, const char *const *mk,
+/* Check the arguments of mha_st_save; byte counts → nbytes[n]. */
+static int validate_save(const mha_st_tensor *t, size_t n, const char *const *mk,
                          const char *const *mv, size_t n_meta, uint64_t *nbytes, char *err,
                          size_t errlen)
 {
@@ -100,43 +100,46 @@ static int validate_save(const st_tensor *t, size_t n, const char *const *mk,
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (t[i].name == NULL) {
-            st__set_err(err, errlen, "tensor %zu: name is NULL", i);
+            mha__st_set_err(err, errlen, "tensor %zu: name is NULL", i);
             return MHA_EINVAL;
         }
-        st__quote(q, t[i].name);
-        if (!st__utf8_valid(t[i].name) || strcmp(t[i].name, ST_METADATA_KEY) == 0) {
-            st__set_err(err, errlen, "tensor '%s': name is not valid UTF-8 or is the reserved "
-                        "'" ST_METADATA_KEY "'", q);
+        mha__st_quote(q, t[i].name);
+        if (!mha__st_utf8_valid(t[i].name) || strcmp(t[i].name, ST_METADATA_KEY) == 0) {
+            mha__st_set_err(err, errlen, "tensor '%s': name is not valid UTF-8 or is the reserved "
+                            "'" ST_METADATA_KEY "'", q);
             return MHA_EINVAL;
         }
-        if (!st__dtype_valid(t[i].dtype) || t[i].ndim > ST_MAX_NDIM) {
-            st__set_err(err, errlen, "tensor '%s': dtype %d unknown or ndim %zu > %d", q,
-                        (int)t[i].dtype, t[i].ndim, ST_MAX_NDIM);
+        if (!mha__st_dtype_valid(t[i].dtype) || t[i].ndim > MHA_ST_MAX_NDIM) {
+            mha__st_set_err(err, errlen, "tensor '%s': dtype %d unknown or ndim %zu > %d", q,
+                            (int)t[i].dtype, t[i].ndim, MHA_ST_MAX_NDIM);
             return MHA_EINVAL;
         }
-        uint64_t dims[ST_MAX_NDIM];
+        uint64_t dims[MHA_ST_MAX_NDIM];
         int dims_ok = 1;
         for (size_t d = 0; d < t[i].ndim; d++) {
             dims[d] = t[i].shape[d];
             dims_ok = dims_ok && dims[d] < ST_MAX_JSON_INT;
         }
         if (!dims_ok ||
-            st__tensor_bytes(t[i].ndim, dims, st_dtype_size(t[i].dtype), ST_MAX_JSON_INT - 1,
-                             &nbytes[i]) != 0 ||
+            mha__st_tensor_bytes(t[i].ndim, dims, mha_st_dtype_size(t[i].dtype),
+                                 ST_MAX_JSON_INT - 1, &nbytes[i]) != 0 ||
             nbytes[i] > SIZE_MAX || nbytes[i] > ST_MAX_JSON_INT - 1 - total) {
-            st__set_err(err, errlen, "tensor '%s': %s %s: byte count overflows (limit 2^53)", q,
-                        st_dtype_name(t[i].dtype), st__fmt_shape(sh, t[i].ndim, t[i].shape));
+            mha__st_set_err(err, errlen, "tensor '%s': %s %s: byte count overflows (limit 2^53)", q,
+                            mha_st_dtype_name(t[i].dtype),
+                            mha__st_fmt_shape(sh, t[i].ndim, t[i].shape));
             return MHA_EOVERFLOW;
         }
         total += nbytes[i];
         if (nbytes[i] > 0 && t[i].data == NULL) {
-            st__set_err(err, errlen, "tensor '%s': data is NULL", q);
+            mha__st_set_err(err, errlen, "tensor '%s': data is NULL", q);
             return MHA_EINVAL;
         }
     }
     for (size_t i = 0; i < n_meta; i++) {
-        if (mk[i] == NULL || mv[i] == NULL || !st__utf8_valid(mk[i]) || !st__utf8_valid(mv[i])) {
-            st__set_err(err, errlen, "metadata %zu: key or value is NULL or not valid UTF-8", i);
+        if (mk[i] == NULL || mv[i] == NULL || !mha__st_utf8_valid(mk[i]) ||
+            !mha__st_utf8_valid(mv[i])) {
+            mha__st_set_err(err, errlen, "metadata %zu: key or value is NULL or not valid UTF-8",
+                            i);
             return MHA_EINVAL;
         }
     }
@@ -144,23 +147,23 @@ static int validate_save(const st_tensor *t, size_t n, const char *const *mk,
     size_t most = n > n_meta ? n : n_meta;
     const char **names = malloc((most ? most : 1) * sizeof *names);
     if (names == NULL) {
-        st__set_err(err, errlen, "out of memory");
+        mha__st_set_err(err, errlen, "out of memory");
         return MHA_ENOMEM;
     }
     for (size_t i = 0; i < n; i++)
         names[i] = t[i].name;
-    const char *dup = st__find_duplicate(names, n);
+    const char *dup = mha__st_find_duplicate(names, n);
     if (dup != NULL) {
-        st__set_err(err, errlen, "tensor name '%s' appears twice", st__quote(q, dup));
+        mha__st_set_err(err, errlen, "tensor name '%s' appears twice", mha__st_quote(q, dup));
         free(names);
         return MHA_EINVAL;
     }
     for (size_t i = 0; i < n_meta; i++)
         names[i] = mk[i];
-    dup = st__find_duplicate(names, n_meta);
+    dup = mha__st_find_duplicate(names, n_meta);
     free(names);
     if (dup != NULL) {
-        st__set_err(err, errlen, "metadata key '%s' appears twice", st__quote(q, dup));
+        mha__st_set_err(err, errlen, "metadata key '%s' appears twice", mha__st_quote(q, dup));
         return MHA_EINVAL;
     }
     return MHA_OK;
@@ -168,14 +171,14 @@ static int validate_save(const st_tensor *t, size_t n, const char *const *mk,
 
 /* The header text, padded with spaces to a multiple of 8 bytes; begin[i] = offset of
  * tensor i in the data section (largest element size first, caller order within). */
-static int build_header(const st_tensor *t, size_t n, const char *const *mk,
+static int build_header(const mha_st_tensor *t, size_t n, const char *const *mk,
                         const char *const *mv, size_t n_meta, const uint64_t *nbytes,
                         uint64_t *begin, sbuf *hb)
 {
     uint64_t pos = 0;
     for (int s = 0; s < ST_NUM_LAYOUT; s++) {
         for (size_t i = 0; i < n; i++) {
-            if (st_dtype_size(t[i].dtype) == layout_sizes[s]) {
+            if (mha_st_dtype_size(t[i].dtype) == layout_sizes[s]) {
                 begin[i] = pos;
                 pos += nbytes[i];
             }
@@ -198,7 +201,7 @@ static int build_header(const st_tensor *t, size_t n, const char *const *mk,
             sb_str(hb, ",");
         sb_json_string(hb, t[i].name);
         sb_str(hb, ":{\"dtype\":\"");
-        sb_str(hb, st_dtype_name(t[i].dtype));
+        sb_str(hb, mha_st_dtype_name(t[i].dtype));
         sb_str(hb, "\",\"shape\":[");
         for (size_t d = 0; d < t[i].ndim; d++) {
             if (d > 0)
@@ -218,7 +221,7 @@ static int build_header(const st_tensor *t, size_t n, const char *const *mk,
 }
 
 /* Write the whole file to the open stream. 0, or -1 with errno set. */
-static int write_all(FILE *fp, const sbuf *hb, const st_tensor *t, size_t n,
+static int write_all(FILE *fp, const sbuf *hb, const mha_st_tensor *t, size_t n,
                      const uint64_t *nbytes)
 {
     unsigned char size_field[8];
@@ -230,7 +233,7 @@ static int write_all(FILE *fp, const sbuf *hb, const st_tensor *t, size_t n,
         return -1;
     for (int s = 0; s < ST_NUM_LAYOUT; s++)
         for (size_t i = 0; i < n; i++)
-            if (st_dtype_size(t[i].dtype) == layout_sizes[s] && nbytes[i] > 0 &&
+            if (mha_st_dtype_size(t[i].dtype) == layout_sizes[s] && nbytes[i] > 0 &&
                 fwrite(t[i].data, 1, (size_t)nbytes[i], fp) != (size_t)nbytes[i])
                 return -1;
     if (fflush(fp) != 0 || fsync(fileno(fp)) != 0)
@@ -261,22 +264,24 @@ static int fsync_parent(const char *path, char *dir)
     return r;
 }
 
-int st_save(const char *path, const st_tensor *tensors, size_t n, const char *const *meta_keys,
-            const char *const *meta_values, size_t n_meta, char *err, size_t errlen)
+int mha_st_save(const char *path, const mha_st_tensor *tensors, size_t n,
+                const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                char *err, size_t errlen)
 {
     char eb[128];
-    if (!st__host_is_little_endian()) {
-        st__set_err(err, errlen, "st_save: big-endian hosts are not supported");
+    if (!mha__st_host_is_little_endian()) {
+        mha__st_set_err(err, errlen, "mha_st_save: big-endian hosts are not supported");
         return MHA_EINVAL;
     }
     if (path == NULL || path[0] == '\0' || (n > 0 && tensors == NULL) ||
         (n_meta > 0 && (meta_keys == NULL || meta_values == NULL))) {
-        st__set_err(err, errlen, "st_save: NULL or empty path, or NULL tensor/metadata array");
+        mha__st_set_err(err, errlen,
+                        "mha_st_save: NULL or empty path, or NULL tensor/metadata array");
         return MHA_EINVAL;
     }
     uint64_t *nbytes = calloc(n ? 2 * n : 1, sizeof *nbytes); /* [n] sizes, [n] offsets */
     if (nbytes == NULL) {
-        st__set_err(err, errlen, "out of memory");
+        mha__st_set_err(err, errlen, "out of memory");
         return MHA_ENOMEM;
     }
     uint64_t *begin = nbytes + n;
@@ -286,11 +291,11 @@ int st_save(const char *path, const st_tensor *tensors, size_t n, const char *co
     if (rc == MHA_OK) {
         rc = build_header(tensors, n, meta_keys, meta_values, n_meta, nbytes, begin, &hb);
         if (rc != MHA_OK)
-            st__set_err(err, errlen, "out of memory building the header");
+            mha__st_set_err(err, errlen, "out of memory building the header");
     }
     size_t tmplen = strlen(path) + 32;
     if (rc == MHA_OK && (tmp = malloc(tmplen)) == NULL) {
-        st__set_err(err, errlen, "out of memory");
+        mha__st_set_err(err, errlen, "out of memory");
         rc = MHA_ENOMEM;
     }
     if (rc != MHA_OK)
@@ -303,14 +308,15 @@ int st_save(const char *path, const st_tensor *tensors, size_t n, const char *co
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     }
     if (fd < 0) {
-        st__set_err(err, errlen, "cannot create '%s': %s", tmp,
-                    st__errno_text(errno, eb, sizeof eb));
+        mha__st_set_err(err, errlen, "cannot create '%s': %s", tmp,
+                        mha__st_errno_text(errno, eb, sizeof eb));
         rc = MHA_EIO;
         goto done;
     }
     FILE *fp = fdopen(fd, "wb");
     if (fp == NULL) {
-        st__set_err(err, errlen, "cannot open '%s': %s", tmp, st__errno_text(errno, eb, sizeof eb));
+        mha__st_set_err(err, errlen, "cannot open '%s': %s", tmp,
+                        mha__st_errno_text(errno, eb, sizeof eb));
         close(fd);
         unlink(tmp);
         rc = MHA_EIO;
@@ -323,23 +329,23 @@ int st_save(const char *path, const st_tensor *tensors, size_t n, const char *co
         e = errno;
     }
     if (w != 0) {
-        st__set_err(err, errlen, "cannot write '%s': %s", tmp,
-                    e ? st__errno_text(e, eb, sizeof eb) : "short write");
+        mha__st_set_err(err, errlen, "cannot write '%s': %s", tmp,
+                        e ? mha__st_errno_text(e, eb, sizeof eb) : "short write");
         unlink(tmp);
         rc = MHA_EIO;
         goto done;
     }
     if (rename(tmp, path) != 0) {
-        st__set_err(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path,
-                    st__errno_text(errno, eb, sizeof eb));
+        mha__st_set_err(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path,
+                        mha__st_errno_text(errno, eb, sizeof eb));
         unlink(tmp);
         rc = MHA_EIO;
         goto done;
     }
     char *dir = tmp; /* reused: strlen(path) + 32 bytes */
     if (fsync_parent(path, dir) != 0) {
-        st__set_err(err, errlen, "'%s' was written, but fsync of directory '%s' failed: %s", path,
-                    dir, st__errno_text(errno, eb, sizeof eb));
+        mha__st_set_err(err, errlen, "'%s' was written, but fsync of directory '%s' failed: %s",
+                        path, dir, mha__st_errno_text(errno, eb, sizeof eb));
         rc = MHA_EIO;
     }
 done:

@@ -1,12 +1,13 @@
 /*
- * st.c — safetensors reader (the header is parsed in st_header.c; the writer is
- * st_write.c) and the helpers all three share; the format and the contract are in st.h.
+ * st_read.c — safetensors reader (the header is parsed in st_header.c; the writer is
+ * st_write.c, the float conversions st_convert.c) and the helpers they share; the format
+ * and the contract are in include/mha_safetensors.h.
  *
  * Reading treats the file as hostile: the header is read only after its size is checked
  * against the file and ST_MAX_HEADER, and parsed (st_header.c) before any tensor data is
  * read; a FIFO or device is refused without waiting on it.
  */
-#include "st.h"
+#include "mha_safetensors.h"
 #include "st_internal.h"
 
 #include <cJSON.h>
@@ -24,7 +25,7 @@
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
-void st__set_err(char *err, size_t errlen, const char *fmt, ...)
+void mha__st_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err == NULL || errlen == 0)
         return;
@@ -35,7 +36,7 @@ void st__set_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* errno text without strerror's static buffer. */
-const char *st__errno_text(int e, char *buf, size_t len)
+const char *mha__st_errno_text(int e, char *buf, size_t len)
 {
     if (strerror_r(e, buf, len) != 0)
         snprintf(buf, len, "errno %d", e);
@@ -44,7 +45,7 @@ const char *st__errno_text(int e, char *buf, size_t len)
 
 /* A name made printable for a one-line message: control bytes become '?', long names are
  * cut to 64 bytes with "...". dst has ST_QUOTE bytes. */
-const char *st__quote(char dst[ST_QUOTE], const char *name)
+const char *mha__st_quote(char dst[ST_QUOTE], const char *name)
 {
     size_t i = 0;
     for (; name[i] != '\0' && i < 64; i++) {
@@ -60,17 +61,17 @@ const char *st__quote(char dst[ST_QUOTE], const char *name)
 }
 
 /* "[d0,d1,...]" into dst[ST_SHAPE] (4 dims × 20 digits + separators fit). */
-const char *st__fmt_shape(char dst[ST_SHAPE], size_t ndim, const size_t *shape)
+const char *mha__st_fmt_shape(char dst[ST_SHAPE], size_t ndim, const size_t *shape)
 {
     size_t len = 0;
     dst[len++] = '[';
-    for (size_t d = 0; d < ndim && d < ST_MAX_NDIM; d++)
+    for (size_t d = 0; d < ndim && d < MHA_ST_MAX_NDIM; d++)
         len += (size_t)snprintf(dst + len, ST_SHAPE - len, d ? ",%zu" : "%zu", shape[d]);
     snprintf(dst + len, ST_SHAPE - len, "]");
     return dst;
 }
 
-int st__host_is_little_endian(void)
+int mha__st_host_is_little_endian(void)
 {
     const uint32_t one = 1;
     unsigned char first;
@@ -78,30 +79,31 @@ int st__host_is_little_endian(void)
     return first == 1;
 }
 
-static const char *const dtype_names[] = {"F32", "F64", "I64", "U64", "U8"};
-static const size_t dtype_sizes[] = {4, 8, 8, 8, 1};
+/* Indexed by mha_st_dtype. */
+static const char *const dtype_names[] = {"F32", "F64", "I64", "U64", "U8", "BF16", "F16", "I32"};
+static const size_t dtype_sizes[] = {4, 8, 8, 8, 1, 2, 2, 4};
 enum { ST_NUM_DTYPES = (int)(sizeof dtype_sizes / sizeof dtype_sizes[0]) };
 
-int st__dtype_valid(st_dtype dtype)
+int mha__st_dtype_valid(mha_st_dtype dtype)
 {
     return (int)dtype >= 0 && (int)dtype < ST_NUM_DTYPES;
 }
 
-const char *st_dtype_name(st_dtype dtype)
+const char *mha_st_dtype_name(mha_st_dtype dtype)
 {
-    return st__dtype_valid(dtype) ? dtype_names[dtype] : NULL;
+    return mha__st_dtype_valid(dtype) ? dtype_names[dtype] : NULL;
 }
 
-size_t st_dtype_size(st_dtype dtype)
+size_t mha_st_dtype_size(mha_st_dtype dtype)
 {
-    return st__dtype_valid(dtype) ? dtype_sizes[dtype] : 0;
+    return mha__st_dtype_valid(dtype) ? dtype_sizes[dtype] : 0;
 }
 
-int st__dtype_parse(const char *s, st_dtype *out)
+int mha__st_dtype_parse(const char *s, mha_st_dtype *out)
 {
     for (int k = 0; k < ST_NUM_DTYPES; k++) {
         if (strcmp(s, dtype_names[k]) == 0) {
-            *out = (st_dtype)k;
+            *out = (mha_st_dtype)k;
             return 1;
         }
     }
@@ -111,8 +113,8 @@ int st__dtype_parse(const char *s, st_dtype *out)
 /* bytes = product(shape[0..ndim)) · elem, 0 if any dimension is 0 (an empty tensor, even
  * when the other dimensions' product would overflow). Returns 0, or -1 if the product
  * exceeds `limit`. */
-int st__tensor_bytes(size_t ndim, const uint64_t *shape, uint64_t elem, uint64_t limit,
-                     uint64_t *bytes)
+int mha__st_tensor_bytes(size_t ndim, const uint64_t *shape, uint64_t elem, uint64_t limit,
+                         uint64_t *bytes)
 {
     for (size_t d = 0; d < ndim; d++) {
         if (shape[d] == 0) {
@@ -134,7 +136,7 @@ int st__tensor_bytes(size_t ndim, const uint64_t *shape, uint64_t elem, uint64_t
 
 /* Length of the valid UTF-8 sequence at s[0..n), n >= 1, or 0 if it is not one
  * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
-size_t st__utf8_seq(const unsigned char *s, size_t n)
+size_t mha__st_utf8_seq(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0], lo = 0x80, hi = 0xBF;
     size_t len;
@@ -165,12 +167,12 @@ size_t st__utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
-int st__utf8_valid(const char *str)
+int mha__st_utf8_valid(const char *str)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t n = strlen(str);
     for (size_t i = 0; i < n;) {
-        size_t k = st__utf8_seq(s + i, n - i);
+        size_t k = mha__st_utf8_seq(s + i, n - i);
         if (k == 0)
             return 0;
         i += k;
@@ -184,7 +186,7 @@ static int cmp_cstr(const void *a, const void *b)
 }
 
 /* The first name that occurs twice in names[0..n) (sorted in place), or NULL. */
-const char *st__find_duplicate(const char **names, size_t n)
+const char *mha__st_find_duplicate(const char **names, size_t n)
 {
     if (n < 2)
         return NULL;
@@ -225,56 +227,48 @@ static int pread_full(int fd, unsigned char *buf, size_t len, off_t off)
     return 0;
 }
 
-/* Checks of the header bytes h[0..n) that cJSON does not make (it accepts any byte
- * <= 0x20 as whitespace, raw control characters and invalid UTF-8 in strings, decodes
- * "\u0000" into a string it then cuts, and does not say where the value ends), and finds
- * the end of the top-level object: *json_len = one past its closing '}'.
- * Outside strings only {}[]:,-, digits and JSON whitespace are allowed (no true, false,
- * null, fractions or exponents: the header holds objects, arrays, strings and integers);
- * after the object only JSON whitespace (the format pads with spaces). */
-
-int st_load(const char *path, st_file **out, char *err, size_t errlen)
+int mha_st_load(const char *path, mha_st_file **out, char *err, size_t errlen)
 {
     char eb[128];
     if (out != NULL)
         *out = NULL;
     if (path == NULL || out == NULL) {
-        st__set_err(err, errlen, "st_load: path and out must not be NULL");
+        mha__st_set_err(err, errlen, "mha_st_load: path and out must not be NULL");
         return MHA_EINVAL;
     }
-    if (!st__host_is_little_endian()) {
-        st__set_err(err, errlen, "st_load: big-endian hosts are not supported");
+    if (!mha__st_host_is_little_endian()) {
+        mha__st_set_err(err, errlen, "mha_st_load: big-endian hosts are not supported");
         return MHA_EINVAL;
     }
     /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; it is refused
      * as not a regular file below (regular files ignore the flag) */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        st__set_err(err, errlen, "cannot open '%s': %s", path,
-                    st__errno_text(errno, eb, sizeof eb));
+        mha__st_set_err(err, errlen, "cannot open '%s': %s", path,
+                        mha__st_errno_text(errno, eb, sizeof eb));
         return MHA_EIO;
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
-        st__set_err(err, errlen, "cannot stat '%s': %s", path,
-                    st__errno_text(errno, eb, sizeof eb));
+        mha__st_set_err(err, errlen, "cannot stat '%s': %s", path,
+                        mha__st_errno_text(errno, eb, sizeof eb));
         close(fd);
         return MHA_EIO;
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        st__set_err(err, errlen, "cannot read '%s': not a regular file", path);
+        mha__st_set_err(err, errlen, "cannot read '%s': not a regular file", path);
         return MHA_EIO;
     }
     if (sb.st_size < 8) {
         close(fd);
-        st__set_err(err, errlen, "'%s' is %jd bytes, shorter than the 8-byte header size field",
-                    path, (intmax_t)sb.st_size);
+        mha__st_set_err(err, errlen, "'%s' is %jd bytes, shorter than the 8-byte header size field",
+                        path, (intmax_t)sb.st_size);
         return MHA_EFORMAT;
     }
     if ((uintmax_t)sb.st_size > SIZE_MAX - 8) {
         close(fd);
-        st__set_err(err, errlen, "'%s' is too large to hold in memory", path);
+        mha__st_set_err(err, errlen, "'%s' is too large to hold in memory", path);
         return MHA_EOVERFLOW;
     }
     size_t size = (size_t)sb.st_size;
@@ -284,77 +278,83 @@ int st_load(const char *path, st_file **out, char *err, size_t errlen)
     unsigned char head[8];
     int r = pread_full(fd, head, 8, 0);
     if (r != 0) {
-        st__set_err(err, errlen, "cannot read '%s': %s", path,
-                    r < 0 ? st__errno_text(errno, eb, sizeof eb) : "file shrank while being read");
+        mha__st_set_err(err, errlen, "cannot read '%s': %s", path,
+                        r < 0 ? mha__st_errno_text(errno, eb, sizeof eb)
+                              : "file shrank while being read");
         close(fd);
         return MHA_EIO;
     }
     uint64_t n_header = load_le64(head);
     if (n_header > ST_MAX_HEADER) {
         close(fd);
-        st__set_err(err, errlen, "header size %" PRIu64 " exceeds the limit of %" PRIu64 " bytes",
-                    n_header, ST_MAX_HEADER);
+        mha__st_set_err(err, errlen,
+                        "header size %" PRIu64 " exceeds the limit of %" PRIu64 " bytes", n_header,
+                        ST_MAX_HEADER);
         return MHA_EFORMAT;
     }
     if (n_header > size - 8) {
         close(fd);
-        st__set_err(err, errlen, "header size %" PRIu64 " but only %zu bytes follow the size field "
-                    "(truncated file?)", n_header, size - 8);
+        mha__st_set_err(err, errlen,
+                        "header size %" PRIu64 " but only %zu bytes follow the size field "
+                        "(truncated file?)",
+                        n_header, size - 8);
         return MHA_EFORMAT;
     }
-    st_file *f = calloc(1, sizeof *f);
+    mha_st_file *f = calloc(1, sizeof *f);
     unsigned char *hbuf = malloc((size_t)n_header + 1);
     if (f == NULL || hbuf == NULL) {
         close(fd);
         free(f);
         free(hbuf);
-        st__set_err(err, errlen, "out of memory for the %" PRIu64 "-byte header", n_header);
+        mha__st_set_err(err, errlen, "out of memory for the %" PRIu64 "-byte header", n_header);
         return MHA_ENOMEM;
     }
     r = pread_full(fd, hbuf, (size_t)n_header, 8);
     if (r != 0) {
-        st__set_err(err, errlen, "cannot read '%s': %s", path,
-                    r < 0 ? st__errno_text(errno, eb, sizeof eb) : "file shrank while being read");
+        mha__st_set_err(err, errlen, "cannot read '%s': %s", path,
+                        r < 0 ? mha__st_errno_text(errno, eb, sizeof eb)
+                              : "file shrank while being read");
         close(fd);
         free(f);
         free(hbuf);
         return MHA_EIO;
     }
     f->data_size = size - 8 - (size_t)n_header;
-    int rc = st__parse_header(f, hbuf, (size_t)n_header, err, errlen);
+    int rc = mha__st_parse_header(f, hbuf, (size_t)n_header, err, errlen);
     free(hbuf); /* cJSON copied every string it keeps */
     if (rc != MHA_OK) {
         close(fd);
-        st_free(f);
+        mha_st_free(f);
         return rc;
     }
     /* 2. the data section, whose size the header's tensors account for exactly */
     f->alloc = malloc(f->data_size ? f->data_size : 1);
     if (f->alloc == NULL) {
         close(fd);
-        st_free(f);
-        st__set_err(err, errlen, "out of memory for the %zu-byte data section", f->data_size);
+        mha_st_free(f);
+        mha__st_set_err(err, errlen, "out of memory for the %zu-byte data section", f->data_size);
         return MHA_ENOMEM;
     }
     r = pread_full(fd, f->alloc, f->data_size, (off_t)(8 + n_header));
     close(fd);
     if (r != 0) {
-        st__set_err(err, errlen, "cannot read '%s': %s", path,
-                    r < 0 ? st__errno_text(errno, eb, sizeof eb) : "file shrank while being read");
-        st_free(f);
+        mha__st_set_err(err, errlen, "cannot read '%s': %s", path,
+                        r < 0 ? mha__st_errno_text(errno, eb, sizeof eb)
+                              : "file shrank while being read");
+        mha_st_free(f);
         return MHA_EIO;
     }
     f->data = f->alloc;
-    rc = st__attach_data(f, err, errlen);
+    rc = mha__st_attach_data(f, err, errlen);
     if (rc != MHA_OK) {
-        st_free(f);
+        mha_st_free(f);
         return rc;
     }
     *out = f;
     return MHA_OK;
 }
 
-void st_free(st_file *f)
+void mha_st_free(mha_st_file *f)
 {
     if (f == NULL)
         return;
@@ -367,7 +367,7 @@ void st_free(st_file *f)
     free(f);
 }
 
-static const st_entry *find_entry(const st_file *f, const char *name)
+const st_entry *mha__st_find(const mha_st_file *f, const char *name)
 {
     for (size_t i = 0; i < f->n; i++)
         if (strcmp(f->t[i].name, name) == 0)
@@ -375,29 +375,29 @@ static const st_entry *find_entry(const st_file *f, const char *name)
     return NULL;
 }
 
-int st_get(const st_file *f, const char *name, st_dtype dtype, size_t ndim, const size_t *shape,
-           const void **data, char *err, size_t errlen)
+int mha_st_get(const mha_st_file *f, const char *name, mha_st_dtype dtype, size_t ndim,
+               const size_t *shape, const void **data, char *err, size_t errlen)
 {
     char q[ST_QUOTE], have[ST_SHAPE], want[ST_SHAPE];
-    if (f == NULL || name == NULL || ndim > ST_MAX_NDIM || !st__dtype_valid(dtype) ||
+    if (f == NULL || name == NULL || ndim > MHA_ST_MAX_NDIM || !mha__st_dtype_valid(dtype) ||
         (ndim > 0 && shape == NULL)) {
-        st__set_err(err, errlen, "st_get: invalid argument (NULL file or name, bad dtype, "
-                    "ndim > %d or NULL shape)", ST_MAX_NDIM);
+        mha__st_set_err(err, errlen, "mha_st_get: invalid argument (NULL file or name, bad dtype, "
+                        "ndim > %d or NULL shape)", MHA_ST_MAX_NDIM);
         return MHA_EINVAL;
     }
-    const st_entry *e = find_entry(f, name);
+    const st_entry *e = mha__st_find(f, name);
     if (e == NULL) {
-        st__set_err(err, errlen, "no tensor '%s' in the file", st__quote(q, name));
+        mha__st_set_err(err, errlen, "no tensor '%s' in the file", mha__st_quote(q, name));
         return MHA_ENOTFOUND;
     }
     int same_shape = e->ndim == ndim;
     for (size_t d = 0; same_shape && d < ndim; d++)
         same_shape = e->shape[d] == shape[d];
     if (e->dtype != dtype || !same_shape) {
-        st__set_err(err, errlen, "tensor '%s': the file has %s %s, expected %s %s",
-                    st__quote(q, name), dtype_names[e->dtype],
-                    st__fmt_shape(have, e->ndim, e->shape), dtype_names[dtype],
-                    st__fmt_shape(want, ndim, shape));
+        mha__st_set_err(err, errlen, "tensor '%s': the file has %s %s, expected %s %s",
+                        mha__st_quote(q, name), dtype_names[e->dtype],
+                        mha__st_fmt_shape(have, e->ndim, e->shape), dtype_names[dtype],
+                        mha__st_fmt_shape(want, ndim, shape));
         return e->dtype != dtype ? MHA_EFORMAT : MHA_ESHAPE;
     }
     if (data != NULL)
@@ -405,7 +405,7 @@ int st_get(const st_file *f, const char *name, st_dtype dtype, size_t ndim, cons
     return MHA_OK;
 }
 
-const char *st_meta(const st_file *f, const char *key)
+const char *mha_st_meta(const mha_st_file *f, const char *key)
 {
     if (f == NULL || key == NULL || f->meta == NULL)
         return NULL;
@@ -416,12 +416,12 @@ const char *st_meta(const st_file *f, const char *key)
     return NULL;
 }
 
-size_t st_meta_count(const st_file *f)
+size_t mha_st_meta_count(const mha_st_file *f)
 {
     return (f == NULL || f->meta == NULL) ? 0 : (size_t)cJSON_GetArraySize(f->meta);
 }
 
-int st_meta_at(const st_file *f, size_t i, const char **key, const char **value)
+int mha_st_meta_at(const mha_st_file *f, size_t i, const char **key, const char **value)
 {
     if (f == NULL || key == NULL || value == NULL || f->meta == NULL)
         return MHA_EINVAL;
@@ -437,17 +437,17 @@ int st_meta_at(const st_file *f, size_t i, const char **key, const char **value)
     return MHA_EINVAL;
 }
 
-size_t st_count(const st_file *f)
+size_t mha_st_count(const mha_st_file *f)
 {
     return f == NULL ? 0 : f->n;
 }
 
-const char *st_name(const st_file *f, size_t i)
+const char *mha_st_name(const mha_st_file *f, size_t i)
 {
     return (f == NULL || i >= f->n) ? NULL : f->t[i].name;
 }
 
-int st_tensor_at(const st_file *f, size_t i, st_tensor *out)
+int mha_st_tensor_at(const mha_st_file *f, size_t i, mha_st_tensor *out)
 {
     if (f == NULL || out == NULL || i >= f->n)
         return MHA_EINVAL;

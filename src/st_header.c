@@ -1,5 +1,5 @@
 /*
- * st_header.c — the safetensors header, read as hostile input (st.c reads the file): the
+ * st_header.c — the safetensors header, read as hostile input (st_read.c reads the file): the
  * bytes are lexed before cJSON builds the tree (UTF-8, allowed characters, "\u0000",
  * where the JSON value ends), every entry's dtype, shape and offsets are checked, and the
  * tensors' byte ranges must tile the data section.
@@ -17,11 +17,18 @@
 
 #include "st_internal.h"
 
+/* Checks of the header bytes h[0..n) that cJSON does not make (it accepts any byte
+ * <= 0x20 as whitespace, raw control characters and invalid UTF-8 in strings, decodes
+ * "\u0000" into a string it then cuts, and does not say where the value ends), and finds
+ * the end of the top-level object: *json_len = one past its closing '}'.
+ * Outside strings only {}[]:,-, digits and JSON whitespace are allowed (no true, false,
+ * null, fractions or exponents: the header holds objects, arrays, strings and integers);
+ * after the object only JSON whitespace (the format pads with spaces). */
 static int scan_header(const unsigned char *h, size_t n, size_t *json_len, char *err,
                        size_t errlen)
 {
     if (n == 0 || h[0] != '{') {
-        st__set_err(err, errlen, "header does not start with '{'");
+        mha__st_set_err(err, errlen, "header does not start with '{'");
         return MHA_EFORMAT;
     }
     size_t depth = 0, i = 0;
@@ -29,10 +36,10 @@ static int scan_header(const unsigned char *h, size_t n, size_t *json_len, char 
     while (i < n) {
         unsigned char c = h[i];
         if (c >= 0x80) {
-            size_t k = in_str ? st__utf8_seq(h + i, n - i) : 0;
+            size_t k = in_str ? mha__st_utf8_seq(h + i, n - i) : 0;
             if (k == 0) {
-                st__set_err(err, errlen, "header byte %zu: %s", i,
-                            in_str ? "invalid UTF-8" : "non-ASCII byte outside a string");
+                mha__st_set_err(err, errlen, "header byte %zu: %s", i,
+                                in_str ? "invalid UTF-8" : "non-ASCII byte outside a string");
                 return MHA_EFORMAT;
             }
             i += k;
@@ -52,27 +59,28 @@ static int scan_header(const unsigned char *h, size_t n, size_t *json_len, char 
                                        : (x >= 'A' && x <= 'F') ? (unsigned)(x - 'A' + 10)
                                                                 : 16u;
                         if (dig == 16u) {
-                            st__set_err(err, errlen, "header byte %zu: bad \\u escape", i);
+                            mha__st_set_err(err, errlen, "header byte %zu: bad \\u escape", i);
                             return MHA_EFORMAT;
                         }
                         v = v * 16u + dig;
                     }
                     if (v == 0) {
-                        st__set_err(err, errlen, "header byte %zu: \\u0000 (NUL) in a string", i);
+                        mha__st_set_err(err, errlen, "header byte %zu: \\u0000 (NUL) in a string",
+                                        i);
                         return MHA_EFORMAT;
                     }
                     i += 6;
                     continue;
                 }
                 if (e == 0 || strchr("\"\\/bfnrt", e) == NULL) {
-                    st__set_err(err, errlen, "header byte %zu: bad escape in a string", i);
+                    mha__st_set_err(err, errlen, "header byte %zu: bad escape in a string", i);
                     return MHA_EFORMAT;
                 }
                 i += 2;
                 continue;
             } else if (c < 0x20) {
-                st__set_err(err, errlen, "header byte %zu: control character 0x%02x in a string", i,
-                            c);
+                mha__st_set_err(err, errlen,
+                                "header byte %zu: control character 0x%02x in a string", i, c);
                 return MHA_EFORMAT;
             }
             i++;
@@ -93,10 +101,10 @@ static int scan_header(const unsigned char *h, size_t n, size_t *json_len, char 
                 *json_len = i + 1;
                 for (size_t j = i + 1; j < n; j++) {
                     if (h[j] != ' ' && h[j] != '\t' && h[j] != '\n' && h[j] != '\r') {
-                        st__set_err(err, errlen,
-                                    "header byte %zu: 0x%02x after the JSON object (only space "
-                                    "padding may follow it)",
-                                    j, h[j]);
+                        mha__st_set_err(err, errlen,
+                                        "header byte %zu: 0x%02x after the JSON object (only space "
+                                        "padding may follow it)",
+                                        j, h[j]);
                         return MHA_EFORMAT;
                     }
                 }
@@ -106,7 +114,7 @@ static int scan_header(const unsigned char *h, size_t n, size_t *json_len, char 
         case '0':
             if (i + 1 < n && h[i + 1] >= '0' && h[i + 1] <= '9' &&
                 !(h[i - 1] >= '0' && h[i - 1] <= '9')) { /* i >= 1: h[0] is '{' */
-                st__set_err(err, errlen, "header byte %zu: integer with a leading zero", i);
+                mha__st_set_err(err, errlen, "header byte %zu: integer with a leading zero", i);
                 return MHA_EFORMAT;
             }
             break;
@@ -116,18 +124,18 @@ static int scan_header(const unsigned char *h, size_t n, size_t *json_len, char 
             break;
         default:
             if (c >= 0x20 && c < 0x7f)
-                st__set_err(err, errlen,
-                            "header byte %zu: unexpected '%c' (the header holds only objects, "
-                            "arrays, strings and integers)",
-                            i, c);
+                mha__st_set_err(err, errlen,
+                                "header byte %zu: unexpected '%c' (the header holds only objects, "
+                                "arrays, strings and integers)",
+                                i, c);
             else
-                st__set_err(err, errlen, "header byte %zu: unexpected byte 0x%02x", i, c);
+                mha__st_set_err(err, errlen, "header byte %zu: unexpected byte 0x%02x", i, c);
             return MHA_EFORMAT;
         }
         i++;
     }
-    st__set_err(err, errlen, "header: %s",
-                in_str ? "unterminated string" : "the JSON object is not closed");
+    mha__st_set_err(err, errlen, "header: %s",
+                    in_str ? "unterminated string" : "the JSON object is not closed");
     return MHA_EFORMAT;
 }
 
@@ -153,9 +161,9 @@ static int parse_entry(const cJSON *item, st_entry *e, char *err, size_t errlen)
 {
     char q[ST_QUOTE], sh[ST_SHAPE];
     const cJSON *jdtype = NULL, *jshape = NULL, *joff = NULL, *c;
-    st__quote(q, item->string);
+    mha__st_quote(q, item->string);
     if (!cJSON_IsObject(item)) {
-        st__set_err(err, errlen, "tensor '%s': entry is not an object", q);
+        mha__st_set_err(err, errlen, "tensor '%s': entry is not an object", q);
         return MHA_EFORMAT;
     }
     cJSON_ArrayForEach(c, item) {
@@ -165,51 +173,54 @@ static int parse_entry(const cJSON *item, st_entry *e, char *err, size_t errlen)
                                                                       : NULL;
         char kq[ST_QUOTE];
         if (slot == NULL) {
-            st__set_err(err, errlen, "tensor '%s': unknown key '%s'", q, st__quote(kq, c->string));
+            mha__st_set_err(err, errlen, "tensor '%s': unknown key '%s'", q,
+                            mha__st_quote(kq, c->string));
             return MHA_EFORMAT;
         }
         if (*slot != NULL) {
-            st__set_err(err, errlen, "tensor '%s': key '%s' appears twice", q, c->string);
+            mha__st_set_err(err, errlen, "tensor '%s': key '%s' appears twice", q, c->string);
             return MHA_EFORMAT;
         }
         *slot = c;
     }
     if (jdtype == NULL || jshape == NULL || joff == NULL) {
-        st__set_err(err, errlen, "tensor '%s': no '%s'", q,
-                    jdtype == NULL ? "dtype" : jshape == NULL ? "shape" : "data_offsets");
+        mha__st_set_err(err, errlen, "tensor '%s': no '%s'", q,
+                        jdtype == NULL ? "dtype" : jshape == NULL ? "shape" : "data_offsets");
         return MHA_EFORMAT;
     }
-    if (!cJSON_IsString(jdtype) || !st__dtype_parse(jdtype->valuestring, &e->dtype)) {
+    if (!cJSON_IsString(jdtype) || !mha__st_dtype_parse(jdtype->valuestring, &e->dtype)) {
         char dq[ST_QUOTE];
-        st__set_err(err, errlen, "tensor '%s': dtype %s%s%s not supported (F32, F64, I64, U64, U8)",
-                    q, cJSON_IsString(jdtype) ? "'" : "",
-                    cJSON_IsString(jdtype) ? st__quote(dq, jdtype->valuestring) : "(not a string)",
-                    cJSON_IsString(jdtype) ? "'" : "");
+        mha__st_set_err(
+            err, errlen,
+            "tensor '%s': dtype %s%s%s not supported (F32, F64, I64, U64, U8, BF16, F16, I32)", q,
+            cJSON_IsString(jdtype) ? "'" : "",
+            cJSON_IsString(jdtype) ? mha__st_quote(dq, jdtype->valuestring) : "(not a string)",
+            cJSON_IsString(jdtype) ? "'" : "");
         return MHA_EFORMAT;
     }
     if (!cJSON_IsArray(jshape)) {
-        st__set_err(err, errlen, "tensor '%s': shape is not an array", q);
+        mha__st_set_err(err, errlen, "tensor '%s': shape is not an array", q);
         return MHA_EFORMAT;
     }
-    uint64_t dims[ST_MAX_NDIM];
+    uint64_t dims[MHA_ST_MAX_NDIM];
     size_t nd = 0;
     cJSON_ArrayForEach(c, jshape) {
-        if (nd == ST_MAX_NDIM) {
-            st__set_err(err, errlen, "tensor '%s': shape has more than %d dimensions", q,
-                        ST_MAX_NDIM);
+        if (nd == MHA_ST_MAX_NDIM) {
+            mha__st_set_err(err, errlen, "tensor '%s': shape has more than %d dimensions", q,
+                            MHA_ST_MAX_NDIM);
             return MHA_EFORMAT;
         }
         if (!json_uint(c, &dims[nd]) || dims[nd] > SIZE_MAX) {
-            st__set_err(err, errlen, "tensor '%s': shape[%zu] is not an integer in [0, 2^53)", q,
-                    nd);
+            mha__st_set_err(err, errlen, "tensor '%s': shape[%zu] is not an integer in [0, 2^53)",
+                            q, nd);
             return MHA_EFORMAT;
         }
         nd++;
     }
     e->ndim = nd;
-    for (size_t d = 0; d < ST_MAX_NDIM; d++)
+    for (size_t d = 0; d < MHA_ST_MAX_NDIM; d++)
         e->shape[d] = d < nd ? (size_t)dims[d] : 0;
-    st__fmt_shape(sh, e->ndim, e->shape);
+    mha__st_fmt_shape(sh, e->ndim, e->shape);
 
     uint64_t off[2];
     size_t noff = 0;
@@ -224,25 +235,29 @@ static int parse_entry(const cJSON *item, st_entry *e, char *err, size_t errlen)
         }
     }
     if (!off_ok || noff != 2) {
-        st__set_err(err, errlen, "tensor '%s': data_offsets is not [begin, end] with integers in "
-                    "[0, 2^53)", q);
+        mha__st_set_err(err, errlen,
+                        "tensor '%s': data_offsets is not [begin, end] with integers in "
+                        "[0, 2^53)",
+                        q);
         return MHA_EFORMAT;
     }
     if (off[0] > off[1]) {
-        st__set_err(err, errlen, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] end before "
-                    "they begin", q, off[0], off[1]);
+        mha__st_set_err(err, errlen,
+                        "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] end before "
+                        "they begin",
+                        q, off[0], off[1]);
         return MHA_EFORMAT;
     }
     uint64_t need;
-    if (st__tensor_bytes(nd, dims, st_dtype_size(e->dtype), UINT64_MAX, &need) != 0) {
-        st__set_err(err, errlen, "tensor '%s': %s %s is too large (its byte count overflows)", q,
-                    st_dtype_name(e->dtype), sh);
+    if (mha__st_tensor_bytes(nd, dims, mha_st_dtype_size(e->dtype), UINT64_MAX, &need) != 0) {
+        mha__st_set_err(err, errlen, "tensor '%s': %s %s is too large (its byte count overflows)",
+                        q, mha_st_dtype_name(e->dtype), sh);
         return MHA_EFORMAT;
     }
     if (off[1] - off[0] != need) {
-        st__set_err(err, errlen, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] hold "
-                    "%" PRIu64 " bytes but %s %s needs %" PRIu64, q, off[0], off[1],
-                    off[1] - off[0], st_dtype_name(e->dtype), sh, need);
+        mha__st_set_err(err, errlen, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] hold "
+                        "%" PRIu64 " bytes but %s %s needs %" PRIu64, q, off[0], off[1],
+                        off[1] - off[0], mha_st_dtype_name(e->dtype), sh, need);
         return MHA_EFORMAT;
     }
     e->name = item->string;
@@ -269,7 +284,7 @@ static int check_tiling(st_entry *t, size_t n, size_t data_size, char *err, size
     char q[ST_QUOTE], q2[ST_QUOTE];
     int rc = MHA_OK;
     if (order == NULL) {
-        st__set_err(err, errlen, "out of memory");
+        mha__st_set_err(err, errlen, "out of memory");
         return MHA_ENOMEM;
     }
     for (size_t i = 0; i < n; i++)
@@ -280,26 +295,32 @@ static int check_tiling(st_entry *t, size_t n, size_t data_size, char *err, size
     for (size_t i = 0; i < n && rc == MHA_OK; i++) {
         const st_entry *e = order[i];
         if (e->begin < pos) {
-            st__set_err(err, errlen, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] overlap "
-                        "tensor '%s' [%" PRIu64 ", %" PRIu64 "]", st__quote(q, e->name), e->begin,
-                        e->end, st__quote(q2, prev->name), prev->begin, prev->end);
+            mha__st_set_err(err, errlen,
+                            "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] overlap "
+                            "tensor '%s' [%" PRIu64 ", %" PRIu64 "]",
+                            mha__st_quote(q, e->name), e->begin, e->end,
+                            mha__st_quote(q2, prev->name), prev->begin, prev->end);
             rc = MHA_EFORMAT;
         } else if (e->begin > pos) {
-            st__set_err(err, errlen, "data section: bytes [%" PRIu64 ", %" PRIu64 ") before tensor "
-                    "'%s' belong to no tensor", pos, e->begin, st__quote(q, e->name));
+            mha__st_set_err(err, errlen,
+                            "data section: bytes [%" PRIu64 ", %" PRIu64 ") before tensor "
+                            "'%s' belong to no tensor",
+                            pos, e->begin, mha__st_quote(q, e->name));
             rc = MHA_EFORMAT;
         } else if (e->end > data_size) {
-            st__set_err(err, errlen, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] run "
-                        "past the end of the %zu-byte data section (truncated file?)",
-                        st__quote(q, e->name), e->begin, e->end, data_size);
+            mha__st_set_err(err, errlen, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] run "
+                            "past the end of the %zu-byte data section (truncated file?)",
+                            mha__st_quote(q, e->name), e->begin, e->end, data_size);
             rc = MHA_EFORMAT;
         }
         pos = e->end;
         prev = e;
     }
     if (rc == MHA_OK && pos != data_size) {
-        st__set_err(err, errlen, "data section: %" PRIu64 " bytes after the last tensor belong to "
-                    "no tensor", (uint64_t)data_size - pos);
+        mha__st_set_err(err, errlen,
+                        "data section: %" PRIu64 " bytes after the last tensor belong to "
+                        "no tensor",
+                        (uint64_t)data_size - pos);
         rc = MHA_EFORMAT;
     }
     free(order);
@@ -309,8 +330,8 @@ static int check_tiling(st_entry *t, size_t n, size_t data_size, char *err, size
 /* Validate the header h[0..header_len) against a data section of f->data_size bytes (the
  * file's size less 8 + header_len) and fill in f->root, f->meta, f->t, f->n; the data
  * section itself is not read yet (attach_data). */
-int st__parse_header(st_file *f, const unsigned char *h, size_t header_len, char *err,
-                     size_t errlen)
+int mha__st_parse_header(mha_st_file *f, const unsigned char *h, size_t header_len, char *err,
+                         size_t errlen)
 {
     size_t json_len = 0;
     int rc = scan_header(h, header_len, &json_len, err, errlen);
@@ -322,8 +343,8 @@ int st__parse_header(st_file *f, const unsigned char *h, size_t header_len, char
         size_t at = (end != NULL && end >= (const char *)h && end <= (const char *)h + json_len)
                         ? (size_t)(end - (const char *)h)
                         : 0;
-        st__set_err(err, errlen, "header is not a valid JSON object (error near header byte %zu)",
-                    at);
+        mha__st_set_err(err, errlen,
+                        "header is not a valid JSON object (error near header byte %zu)", at);
         return MHA_EFORMAT;
     }
 
@@ -339,17 +360,17 @@ int st__parse_header(st_file *f, const unsigned char *h, size_t header_len, char
     f->t = calloc(ntensors ? ntensors : 1, sizeof *f->t);
     if (names == NULL || f->t == NULL) {
         free(names);
-        st__set_err(err, errlen, "out of memory");
+        mha__st_set_err(err, errlen, "out of memory");
         return MHA_ENOMEM;
     }
     size_t k = 0;
     cJSON_ArrayForEach(c, f->root)
         names[k++] = c->string;
-    const char *dup = st__find_duplicate(names, nkeys);
+    const char *dup = mha__st_find_duplicate(names, nkeys);
     free(names);
     if (dup != NULL) {
         char q[ST_QUOTE];
-        st__set_err(err, errlen, "header: key '%s' appears twice", st__quote(q, dup));
+        mha__st_set_err(err, errlen, "header: key '%s' appears twice", mha__st_quote(q, dup));
         return MHA_EFORMAT;
     }
 
@@ -357,32 +378,33 @@ int st__parse_header(st_file *f, const unsigned char *h, size_t header_len, char
     f->meta = cJSON_GetObjectItemCaseSensitive(f->root, ST_METADATA_KEY);
     if (f->meta != NULL) {
         if (!cJSON_IsObject(f->meta)) {
-            st__set_err(err, errlen, "__metadata__ is not an object");
+            mha__st_set_err(err, errlen, "__metadata__ is not an object");
             return MHA_EFORMAT;
         }
         size_t nmeta = 0;
         cJSON_ArrayForEach(c, f->meta) {
             char q[ST_QUOTE];
             if (!cJSON_IsString(c)) {
-                st__set_err(err, errlen, "__metadata__: value of '%s' is not a string",
-                            st__quote(q, c->string));
+                mha__st_set_err(err, errlen, "__metadata__: value of '%s' is not a string",
+                                mha__st_quote(q, c->string));
                 return MHA_EFORMAT;
             }
             nmeta++;
         }
         const char **keys = malloc((nmeta ? nmeta : 1) * sizeof *keys);
         if (keys == NULL) {
-            st__set_err(err, errlen, "out of memory");
+            mha__st_set_err(err, errlen, "out of memory");
             return MHA_ENOMEM;
         }
         k = 0;
         cJSON_ArrayForEach(c, f->meta)
             keys[k++] = c->string;
-        dup = st__find_duplicate(keys, nmeta);
+        dup = mha__st_find_duplicate(keys, nmeta);
         free(keys);
         if (dup != NULL) {
             char q[ST_QUOTE];
-            st__set_err(err, errlen, "__metadata__: key '%s' appears twice", st__quote(q, dup));
+            mha__st_set_err(err, errlen, "__metadata__: key '%s' appears twice",
+                            mha__st_quote(q, dup));
             return MHA_EFORMAT;
         }
     }
@@ -403,7 +425,7 @@ int st__parse_header(st_file *f, const unsigned char *h, size_t header_len, char
 }
 
 /* Point the entries of a parsed header into f->data (read by now). */
-int st__attach_data(st_file *f, char *err, size_t errlen)
+int mha__st_attach_data(mha_st_file *f, char *err, size_t errlen)
 {
     /* Data pointers; a tensor at an offset that is not a multiple of its element size is
      * copied to its own allocation (malloc's alignment covers every dtype). */
@@ -412,12 +434,12 @@ int st__attach_data(st_file *f, char *err, size_t errlen)
         size_t nbytes = (size_t)(e->end - e->begin);
         if (nbytes == 0) {
             e->data = f->data; /* aligned, never read */
-        } else if (e->begin % st_dtype_size(e->dtype) == 0) {
+        } else if (e->begin % mha_st_dtype_size(e->dtype) == 0) {
             e->data = f->data + e->begin;
         } else {
             e->copy = malloc(nbytes);
             if (e->copy == NULL) {
-                st__set_err(err, errlen, "out of memory");
+                mha__st_set_err(err, errlen, "out of memory");
                 return MHA_ENOMEM;
             }
             memcpy(e->copy, f->data + e->begin, nbytes);
