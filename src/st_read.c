@@ -227,9 +227,121 @@ static int pread_full(int fd, unsigned char *buf, size_t len, off_t off)
     return 0;
 }
 
-int mha_st_load(const char *path, mha_st_file **out, char *err, size_t errlen)
+/* "cannot read '<path>': <errno text or a shrunk file>" for pread_full's result r. */
+static int read_failed(const char *path, int r, char *err, size_t errlen)
 {
     char eb[128];
+    mha__st_set_err(err, errlen, "cannot read '%s': %s", path,
+                    r < 0 ? mha__st_errno_text(errno, eb, sizeof eb)
+                          : "file shrank while being read");
+    return MHA_EIO;
+}
+
+/* Open path for reading and check it is a regular file of 8 bytes or more that fits in
+ * memory: *fd and *size. O_NONBLOCK: opening a FIFO (or a device) must not wait for a
+ * writer; it is refused as not a regular file (regular files ignore the flag). */
+static int open_regular(const char *path, int *fd_out, size_t *size, char *err, size_t errlen)
+{
+    char eb[128];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        mha__st_set_err(err, errlen, "cannot open '%s': %s", path,
+                        mha__st_errno_text(errno, eb, sizeof eb));
+        return MHA_EIO;
+    }
+    struct stat sb;
+    int st = MHA_OK;
+    if (fstat(fd, &sb) != 0) {
+        mha__st_set_err(err, errlen, "cannot stat '%s': %s", path,
+                        mha__st_errno_text(errno, eb, sizeof eb));
+        st = MHA_EIO;
+    } else if (!S_ISREG(sb.st_mode)) {
+        mha__st_set_err(err, errlen, "cannot read '%s': not a regular file", path);
+        st = MHA_EIO;
+    } else if (sb.st_size < 8) {
+        mha__st_set_err(err, errlen, "'%s' is %jd bytes, shorter than the 8-byte header size field",
+                        path, (intmax_t)sb.st_size);
+        st = MHA_EFORMAT;
+    } else if ((uintmax_t)sb.st_size > SIZE_MAX - 8) {
+        mha__st_set_err(err, errlen, "'%s' is too large to hold in memory", path);
+        st = MHA_EOVERFLOW;
+    }
+    if (st != MHA_OK) {
+        close(fd);
+        return st;
+    }
+    *fd_out = fd;
+    *size = (size_t)sb.st_size;
+    return MHA_OK;
+}
+
+/* Step 1: the size field and the header of the file open at fd (size bytes), checked
+ * against the file's size — a malformed file is refused after reading at most
+ * 8 + ST_MAX_HEADER bytes, however large it is — parsed into a new *out (its data section
+ * not read yet) and its header size into *n_header. */
+static int read_header(int fd, const char *path, size_t size, mha_st_file **out,
+                       uint64_t *n_header, char *err, size_t errlen)
+{
+    unsigned char head[8];
+    int r = pread_full(fd, head, 8, 0);
+    if (r != 0)
+        return read_failed(path, r, err, errlen);
+    const uint64_t nh = load_le64(head);
+    if (nh > ST_MAX_HEADER) {
+        mha__st_set_err(err, errlen,
+                        "header size %" PRIu64 " exceeds the limit of %" PRIu64 " bytes", nh,
+                        ST_MAX_HEADER);
+        return MHA_EFORMAT;
+    }
+    if (nh > size - 8) {
+        mha__st_set_err(err, errlen,
+                        "header size %" PRIu64 " but only %zu bytes follow the size field "
+                        "(truncated file?)",
+                        nh, size - 8);
+        return MHA_EFORMAT;
+    }
+    mha_st_file *f = calloc(1, sizeof *f);
+    unsigned char *hbuf = malloc((size_t)nh + 1);
+    if (f == NULL || hbuf == NULL) {
+        free(f);
+        free(hbuf);
+        mha__st_set_err(err, errlen, "out of memory for the %" PRIu64 "-byte header", nh);
+        return MHA_ENOMEM;
+    }
+    r = pread_full(fd, hbuf, (size_t)nh, 8);
+    int rc = r != 0 ? read_failed(path, r, err, errlen) : MHA_OK;
+    f->data_size = size - 8 - (size_t)nh;
+    if (rc == MHA_OK)
+        rc = mha__st_parse_header(f, hbuf, (size_t)nh, err, errlen);
+    free(hbuf); /* cJSON copied every string it keeps */
+    if (rc != MHA_OK) {
+        mha_st_free(f);
+        return rc;
+    }
+    *out = f;
+    *n_header = nh;
+    return MHA_OK;
+}
+
+/* Step 2: the data section of f (whose size the header's tensors account for exactly),
+ * after the 8 + n_header bytes of the file open at fd; the tensors attached to it. */
+static int read_data(int fd, const char *path, mha_st_file *f, uint64_t n_header, char *err,
+                     size_t errlen)
+{
+    f->alloc = malloc(f->data_size ? f->data_size : 1);
+    if (f->alloc == NULL) {
+        mha__st_set_err(err, errlen, "out of memory for the %zu-byte data section", f->data_size);
+        return MHA_ENOMEM;
+    }
+    const int r = pread_full(fd, f->alloc, f->data_size, (off_t)(8 + n_header));
+    if (r != 0)
+        return read_failed(path, r, err, errlen);
+    f->data = f->alloc;
+    return mha__st_attach_data(f, err, errlen);
+}
+
+int mha_st_load(const char *path, mha_st_file **out, char *err, size_t errlen)
+{
     if (out != NULL)
         *out = NULL;
     if (path == NULL || out == NULL) {
@@ -240,112 +352,17 @@ int mha_st_load(const char *path, mha_st_file **out, char *err, size_t errlen)
         mha__st_set_err(err, errlen, "mha_st_load: big-endian hosts are not supported");
         return MHA_EINVAL;
     }
-    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; it is refused
-     * as not a regular file below (regular files ignore the flag) */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        mha__st_set_err(err, errlen, "cannot open '%s': %s", path,
-                        mha__st_errno_text(errno, eb, sizeof eb));
-        return MHA_EIO;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        mha__st_set_err(err, errlen, "cannot stat '%s': %s", path,
-                        mha__st_errno_text(errno, eb, sizeof eb));
-        close(fd);
-        return MHA_EIO;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        mha__st_set_err(err, errlen, "cannot read '%s': not a regular file", path);
-        return MHA_EIO;
-    }
-    if (sb.st_size < 8) {
-        close(fd);
-        mha__st_set_err(err, errlen, "'%s' is %jd bytes, shorter than the 8-byte header size field",
-                        path, (intmax_t)sb.st_size);
-        return MHA_EFORMAT;
-    }
-    if ((uintmax_t)sb.st_size > SIZE_MAX - 8) {
-        close(fd);
-        mha__st_set_err(err, errlen, "'%s' is too large to hold in memory", path);
-        return MHA_EOVERFLOW;
-    }
-    size_t size = (size_t)sb.st_size;
-
-    /* 1. the size field and the header, checked against the file's size: a malformed file
-     *    is refused after reading at most 8 + ST_MAX_HEADER bytes, however large it is */
-    unsigned char head[8];
-    int r = pread_full(fd, head, 8, 0);
-    if (r != 0) {
-        mha__st_set_err(err, errlen, "cannot read '%s': %s", path,
-                        r < 0 ? mha__st_errno_text(errno, eb, sizeof eb)
-                              : "file shrank while being read");
-        close(fd);
-        return MHA_EIO;
-    }
-    uint64_t n_header = load_le64(head);
-    if (n_header > ST_MAX_HEADER) {
-        close(fd);
-        mha__st_set_err(err, errlen,
-                        "header size %" PRIu64 " exceeds the limit of %" PRIu64 " bytes", n_header,
-                        ST_MAX_HEADER);
-        return MHA_EFORMAT;
-    }
-    if (n_header > size - 8) {
-        close(fd);
-        mha__st_set_err(err, errlen,
-                        "header size %" PRIu64 " but only %zu bytes follow the size field "
-                        "(truncated file?)",
-                        n_header, size - 8);
-        return MHA_EFORMAT;
-    }
-    mha_st_file *f = calloc(1, sizeof *f);
-    unsigned char *hbuf = malloc((size_t)n_header + 1);
-    if (f == NULL || hbuf == NULL) {
-        close(fd);
-        free(f);
-        free(hbuf);
-        mha__st_set_err(err, errlen, "out of memory for the %" PRIu64 "-byte header", n_header);
-        return MHA_ENOMEM;
-    }
-    r = pread_full(fd, hbuf, (size_t)n_header, 8);
-    if (r != 0) {
-        mha__st_set_err(err, errlen, "cannot read '%s': %s", path,
-                        r < 0 ? mha__st_errno_text(errno, eb, sizeof eb)
-                              : "file shrank while being read");
-        close(fd);
-        free(f);
-        free(hbuf);
-        return MHA_EIO;
-    }
-    f->data_size = size - 8 - (size_t)n_header;
-    int rc = mha__st_parse_header(f, hbuf, (size_t)n_header, err, errlen);
-    free(hbuf); /* cJSON copied every string it keeps */
-    if (rc != MHA_OK) {
-        close(fd);
-        mha_st_free(f);
+    int fd;
+    size_t size;
+    int rc = open_regular(path, &fd, &size, err, errlen);
+    if (rc != MHA_OK)
         return rc;
-    }
-    /* 2. the data section, whose size the header's tensors account for exactly */
-    f->alloc = malloc(f->data_size ? f->data_size : 1);
-    if (f->alloc == NULL) {
-        close(fd);
-        mha_st_free(f);
-        mha__st_set_err(err, errlen, "out of memory for the %zu-byte data section", f->data_size);
-        return MHA_ENOMEM;
-    }
-    r = pread_full(fd, f->alloc, f->data_size, (off_t)(8 + n_header));
+    mha_st_file *f = NULL;
+    uint64_t n_header = 0;
+    rc = read_header(fd, path, size, &f, &n_header, err, errlen);
+    if (rc == MHA_OK)
+        rc = read_data(fd, path, f, n_header, err, errlen);
     close(fd);
-    if (r != 0) {
-        mha__st_set_err(err, errlen, "cannot read '%s': %s", path,
-                        r < 0 ? mha__st_errno_text(errno, eb, sizeof eb)
-                              : "file shrank while being read");
-        mha_st_free(f);
-        return MHA_EIO;
-    }
-    f->data = f->alloc;
-    rc = mha__st_attach_data(f, err, errlen);
     if (rc != MHA_OK) {
         mha_st_free(f);
         return rc;
