@@ -76,6 +76,28 @@ static size_t count(const char *s, const char *what)
     return n;
 }
 
+/* ---- report_duration ---- */
+
+/* Rounded to whole seconds before the split into minutes and hours (119.8 s was once
+ * "1m60s"). */
+static void test_duration(void **state)
+{
+    (void)state;
+    const struct {
+        double s;
+        const char *want;
+    } cases[] = {{0, "0s"},         {59.4, "59s"},       {59.6, "1m00s"},  {119.8, "2m00s"},
+                 {185, "3m05s"},    {3599.4, "59m59s"},  {3599.6, "1h00m00s"},
+                 {3723, "1h02m03s"}, {-1, "?"},          {NAN, "?"},       {INFINITY, "?"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[32];
+        report_duration(cases[i].s, buf, sizeof buf);
+        if (strcmp(buf, cases[i].want) != 0)
+            fail_msg("report_duration(%g) = \"%s\", expected \"%s\"", cases[i].s, buf,
+                     cases[i].want);
+    }
+}
+
 /* ---- report_smooth ---- */
 
 /* A step 0 → 1 keeps its midpoint at the step: the values on both sides of it add up to
@@ -405,6 +427,7 @@ static void test_charts_million_points_small(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_duration),
         cmocka_unit_test(test_smooth_step_stays),
         cmocka_unit_test(test_smooth_spike_centred),
         cmocka_unit_test(test_smooth_constant),

@@ -172,7 +172,8 @@ void report_progress_show(report_progress *p, const char *fmt, ...)
 /* Terminal: end the live line (a newline), so that it stays, e.g. after an evaluation;
  * nothing if no live line is open. */
 void report_progress_end(report_progress *p);
-/* "12s", "3m05s", "?" for a negative or non-finite value. */
+/* "12s", "3m05s", "1h02m03s" (rounded to whole seconds first), "?" for a negative or
+ * non-finite value. */
 void report_duration(double seconds, char *buf, size_t cap);
 
 #endif /* TRAIN_REPORT_H */

@@ -146,10 +146,16 @@ void report_progress_end(report_progress *p)
 
 void report_duration(double s, char *buf, size_t cap)
 {
-    if (!isfinite(s) || s < 0)
+    if (!isfinite(s) || s < 0 || s > 1e15) {
         snprintf(buf, cap, "?");
-    else if (s < 60)
-        snprintf(buf, cap, "%.0fs", s);
+        return;
+    }
+    /* whole seconds first, then split: 119.8 s is "2m00s", never "1m60s" */
+    const long long r = llround(s);
+    if (r < 60)
+        snprintf(buf, cap, "%llds", r);
+    else if (r < 3600)
+        snprintf(buf, cap, "%lldm%02llds", r / 60, r % 60);
     else
-        snprintf(buf, cap, "%.0fm%02.0fs", floor(s / 60), fmod(s, 60));
+        snprintf(buf, cap, "%lldh%02lldm%02llds", r / 3600, r / 60 % 60, r % 60);
 }
