@@ -355,8 +355,8 @@ void gpt_finish_run(trainer *t, double tok_s, int completed, int sig)
                                                           : "--stop-after", t->ckpt_path);
     if (isfinite(t->last_ev[1]))
         printf("validation loss %.4f, training %.4f (evaluated at step %llu; best validation "
-               "%.4f at step %llu)  %.0f tokens/s\n", t->last_ev[1], t->last_ev[0],
-               (unsigned long long)t->last_ev_step, t->r.best_val,
+               "%.4f at step %llu)  %.0f tokens/s with the evaluations\n", t->last_ev[1],
+               t->last_ev[0], (unsigned long long)t->last_ev_step, t->r.best_val,
                (unsigned long long)t->r.best_step, tok_s);
     if (c->sample_chars > 0) {
         const int32_t nl = 0; /* start from the first symbol (the newline in most texts) */
