@@ -164,7 +164,8 @@ static void print_help(void)
             printf("  %-22s   default: reverse %s, copy %s, lookup %s\n", "", a, b, c);
     }
     printf("  %-22s show this help and exit\n\n"
-           "Exit status: 0 done, 1 runtime error, 2 bad option or unusable checkpoint,\n"
+           "Exit status: 0 done, 1 runtime error, 2 bad option, unusable checkpoint or an\n"
+           "--out in use by another run or holding another run's checkpoint (see --force),\n"
            "3 stopped on a non-finite loss or gradient (the last checkpoint stays intact),\n"
            "130 / 143 stopped by Ctrl-C (SIGINT) / SIGTERM after finishing the step, with a\n"
            "checkpoint and the reports written (a second signal stops at once).\n",
