@@ -71,6 +71,8 @@ static void g2p_train_learns(void **state)
     assert_true(last < 0.75 * first); /* measured: 4.28 → 2.76 */
     free(log);
     const double wer = summary_number("run/summary.json", "best_val_wer");
+    assert_true(summary_number("run/summary.json", "step_ms") > 0);
+    assert_true(summary_number("run/summary.json", "mfu") > 0);
     assert_true(wer >= 0 && wer <= 1);
 }
 

@@ -352,6 +352,10 @@ static void test_train_deterministic_outputs(void **state)
     assert_file_contains("d1/loss.svg", "<svg");
     assert_file_contains("d1/attention_layer0.svg", "head 1");
     assert_file_contains("d1.out", "held-out accuracy");
+    /* the speed of its training steps: their mean time and their share of the peak */
+    assert_true(summary_number("d1/summary.json", "step_ms") > 0);
+    assert_true(summary_number("d1/summary.json", "mfu") > 0);
+    assert_file_contains("d1.out", " ms/step  MFU ");
     assert_file_contains("d1.out", "attention_layer0.svg");
 }
 

@@ -466,7 +466,10 @@ static void train_loop(trainer *t, report_csv *csv, report_progress *prog, uint6
         const double step_s = report_now() - ts;
         k->train_s += step_s;
         k->win_s += step_s;
-        k->win_flops += step_flops(t, rows, S, T);
+        const double fl = step_flops(t, rows, S, T);
+        k->win_flops += fl;
+        k->flops += fl;
+        k->steps++;
         k->win_steps++;
         k->win_words += rows;
         double row[H_COLS] = {loss, lr, gn, NAN, NAN, NAN, NAN, NAN, (double)rows / step_s};

@@ -25,6 +25,8 @@ typedef struct g2p_clock {
     double win_s, win_flops;   /* training seconds and model FLOPs since the last line */
     uint64_t win_steps, win_words;
     double peak;               /* GFLOP/s: every rank's measured peak, summed (0: none) */
+    double flops;              /* model FLOPs of this process's training steps           */
+    uint64_t steps;            /* and how many                                          */
 } g2p_clock;
 
 typedef struct trainer {

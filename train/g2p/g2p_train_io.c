@@ -127,6 +127,16 @@ void g2p_write_summary(const trainer *t, const char *path, double wall, int comp
     cJSON_AddNumberToObject(root, "steps_done", (double)t->r.step);
     cJSON_AddBoolToObject(root, "completed", completed);
     cJSON_AddNumberToObject(root, "wall_seconds", wall);
+    /* this process's training steps (evaluations excluded): their mean time, and their
+     * model FLOPs over that time as a share of the measured peak (g2p_train.c) */
+    const g2p_clock *k = &t->clk;
+    if (k->steps > 0 && k->train_s > 0) {
+        cJSON_AddNumberToObject(root, "step_ms", 1e3 * k->train_s / (double)k->steps);
+        if (k->peak > 0) {
+            cJSON_AddNumberToObject(root, "peak_gflops", k->peak);
+            cJSON_AddNumberToObject(root, "mfu", k->flops / k->train_s / (k->peak * 1e9));
+        }
+    }
     cJSON_AddNumberToObject(root, "train_pronunciations", (double)t->n_train);
     cJSON_AddNumberToObject(root, "epochs", (double)t->r.step * (double)t->cfg.batch /
                                                 (double)(t->n_train ? t->n_train : 1));

@@ -364,6 +364,16 @@ void write_summary(const run_state *rs, const char *path, double wall, double to
     cJSON_AddNumberToObject(root, "steps", (double)rs->step);
     cJSON_AddBoolToObject(root, "completed", !stopped_early);
     cJSON_AddNumberToObject(root, "wall_seconds", wall);
+    /* this process's training steps (evaluations excluded): their mean time, and their
+     * model FLOPs over that time as a share of the measured peak (toy_train.c) */
+    if (rs->train_steps > 0 && rs->train_s > 0) {
+        cJSON_AddNumberToObject(root, "step_ms", 1e3 * rs->train_s / (double)rs->train_steps);
+        if (rs->peak > 0) {
+            cJSON_AddNumberToObject(root, "peak_gflops", rs->peak);
+            cJSON_AddNumberToObject(root, "mfu", rs->flops_step * (double)rs->train_steps /
+                                                     rs->train_s / (rs->peak * 1e9));
+        }
+    }
     cJSON_AddNumberToObject(root, "token_accuracy", tok);
     cJSON_AddNumberToObject(root, "sequence_accuracy", seq);
     cJSON_AddNumberToObject(root, "eval_loss", eval_loss);

@@ -86,6 +86,10 @@ typedef struct run_state {
                             checkpoint metadata "elapsed_seconds"; 0 for a new run)   */
     double t_start;      /* report_now() when this process started                    */
     int n_threads;       /* the threads it runs on (--threads, 0 resolved)             */
+    /* this process's training steps (evaluations excluded), for summary.json: their
+     * seconds and number, the model FLOPs of one, the measured peak GFLOP/s (0: none) */
+    double train_s, flops_step, peak;
+    uint64_t train_steps;
     report_history hist; /* loss, lr, grad norm, held-out token and sequence accuracy
                             (NaN unless evaluated), time, tokens/s; init: the evaluation
                             before step 1                                             */

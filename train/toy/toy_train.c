@@ -185,6 +185,8 @@ static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size
                                   .warmup_steps = cfg->warmup, .total_steps = cfg->steps};
     tl->flops_step = step_flops(&rs->mcfg, cfg->batch);
     tl->peak = peak_training_gflops(0, rs->n_threads);
+    rs->flops_step = tl->flops_step;
+    rs->peak = tl->peak;
     print_header(tl, ri);
     report_progress_start(&tl->prog);
     report_progress_mode(&tl->prog, cfg->progress, 0);
@@ -419,6 +421,8 @@ int toy_train(run_state *rs, const resume_info *ri, size_t n_params)
         const double step_s = report_now() - ts;
         tl.win_s += step_s;
         tl.win_steps++;
+        rs->train_s += step_s;
+        rs->train_steps++;
         after_step(&tl, loss, lr, gn, step_s);
         if (report_stop_signal())
             break; /* finish as at --stop-after; a second signal ends the process */
