@@ -427,6 +427,70 @@ int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errl
     return st;
 }
 
+/* ---- a model's tensor table ---------------------------------------------------------- */
+
+int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
+                          mha_optimizer *opt, double decay, int decay_all, ckpt_tensor **out,
+                          float **scratch, size_t *total, char *err, size_t errlen)
+{
+    *out = NULL;
+    *scratch = NULL;
+    if (total)
+        *total = 0;
+    ckpt_tensor *t = calloc(n ? n : 1, sizeof *t);
+    if (!t) {
+        set_err(err, errlen, "out of memory for the table of %zu tensors", n);
+        return MHA_ENOMEM;
+    }
+    size_t sum = 0;
+    int st = MHA_OK;
+    for (size_t i = 0; st == MHA_OK && i < n; i++) {
+        mha_param_info info;
+        float *p, *grad;
+        const char *what = "model tensor";
+        st = tensor(model, i, &info, &p, &grad);
+        if (st == MHA_OK) {
+            snprintf(t[i].name, sizeof t[i].name, "%s", info.name);
+            t[i].p = p;
+            t[i].ndim = info.ndim;
+            t[i].shape[0] = info.shape[0];
+            t[i].shape[1] = info.ndim == 2 ? info.shape[1] : 0;
+            t[i].numel = info.numel;
+            sum += info.numel;
+        }
+        if (st == MHA_OK && opt) {
+            what = "optimizer";
+            const double wd = (info.decay || decay_all) ? decay : 0.0;
+            st = mha_optim_add_decay(opt, info.name, p, grad, info.numel, wd);
+            if (st == MHA_OK)
+                st = mha_optim_group(opt, i, NULL, NULL, &t[i].m, &t[i].v);
+        }
+        if (st != MHA_OK)
+            set_err(err, errlen, "%s %zu: %s", what, i, mha_strerror(st));
+    }
+    float *sc = NULL;
+    if (st == MHA_OK && !opt) { /* the moments are read (and validated) but not used */
+        sc = calloc(2 * sum + 1, sizeof(float));
+        if (!sc) {
+            set_err(err, errlen, "out of memory for %zu moments", 2 * sum);
+            st = MHA_ENOMEM;
+        }
+        for (size_t i = 0, off = 0; sc && i < n; off += t[i].numel, i++) {
+            t[i].m = sc + off;
+            t[i].v = sc + sum + off;
+        }
+    }
+    if (st != MHA_OK) {
+        free(t);
+        return st;
+    }
+    *out = t;
+    *scratch = sc;
+    if (total)
+        *total = sum;
+    return MHA_OK;
+}
+
 /* ---- configuration from metadata ------------------------------------------------------ */
 
 int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *prefix,

@@ -37,6 +37,8 @@
 #include <stdint.h>
 
 #include "cli.h"
+#include "mha.h"
+#include "mha_optim.h"
 #include "mha_safetensors.h"
 
 enum { CKPT_NAME_CAP = 128 };
@@ -69,6 +71,25 @@ typedef struct ckpt_layout {
     size_t n_s;
     const char *extra_hint;  /* appended to the "not part of this run" message          */
 } ckpt_layout;
+
+/* Tensor i of a model (its name, shape and decay mark, its values and gradient), as
+ * mha_gpt_tensor and mha_s2s_tensor give it. */
+typedef int (*ckpt_model_tensor_fn)(void *model, size_t i, mha_param_info *info, float **p,
+                                    float **grad);
+
+/* A program's table of a model's n tensors, from tensor(model, i, ...): *out = t[n]
+ * (owned, free) with each tensor's name, shape and values (borrowed from the model).
+ *  - opt != NULL: each tensor is added to the optimizer under its name, with weight decay
+ *    `decay` where the model marks the tensor for decay (on every tensor when decay_all),
+ *    and t[i].m, t[i].v are its moments;
+ *  - opt == NULL (a model to sample or decode with): t[i].m, t[i].v point into *scratch
+ *    (owned, free; 2 · Σ numel floats), where a checkpoint's moments are read and validated
+ *    but not used.
+ * *total (when total != NULL) gets Σ numel. MHA_OK, or the first failing status with a message in err (nothing
+ * to free then). */
+int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
+                          mha_optimizer *opt, double decay, int decay_all, ckpt_tensor **out,
+                          float **scratch, size_t *total, char *err, size_t errlen);
 
 /* Metadata being assembled for a save: keys and owned value copies. */
 typedef struct ckpt_meta {

@@ -172,6 +172,12 @@ double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt)
 
 /* ---- model, optimizer, checkpoint layout ----------------------------------------------- */
 
+/* mha_s2s_tensor for ckpt_tensors_of_model. */
+static int s2s_tensor_fn(void *model, size_t i, mha_param_info *info, float **p, float **grad)
+{
+    return mha_s2s_tensor(model, i, info, p, grad);
+}
+
 void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,
                     const g2p_vocab *tgt, size_t max_batch, int with_optimizer)
 {
@@ -201,40 +207,10 @@ void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,
         cli_check(mha_optim_create(&r->opt, &oc), "cannot create the optimizer");
     }
     r->n_pt = mha_s2s_num_tensors(r->m);
-    r->pt = calloc(r->n_pt, sizeof *r->pt);
-    if (!r->pt)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    size_t total = 0;
-    for (size_t i = 0; i < r->n_pt; i++) {
-        mha_param_info info;
-        float *p, *grad;
-        cli_check(mha_s2s_tensor(r->m, i, &info, &p, &grad), "model tensors");
-        ckpt_tensor *t = &r->pt[i];
-        snprintf(t->name, sizeof t->name, "%s", info.name);
-        t->p = p;
-        t->ndim = info.ndim;
-        t->shape[0] = info.shape[0];
-        t->shape[1] = info.ndim == 2 ? info.shape[1] : 0;
-        t->numel = info.numel;
-        total += info.numel;
-        if (with_optimizer) {
-            double wd = info.decay ? cfg->weight_decay : 0.0;
-            cli_check(mha_optim_add_decay(r->opt, info.name, p, grad, info.numel, wd),
-                      "optimizer");
-            cli_check(mha_optim_group(r->opt, i, NULL, NULL, &t->m, &t->v), "optimizer");
-        }
-    }
-    if (!with_optimizer) { /* a checkpoint's moments are read (and validated), not used */
-        r->scratch = calloc(2 * total + 1, sizeof(float));
-        if (!r->scratch)
-            cli_die(CLI_EXIT_RUNTIME, "out of memory");
-        size_t off = 0;
-        for (size_t i = 0; i < r->n_pt; i++) {
-            r->pt[i].m = r->scratch + off;
-            r->pt[i].v = r->scratch + total + off;
-            off += r->pt[i].numel;
-        }
-    }
+    char err[256];
+    if (ckpt_tensors_of_model(r->m, r->n_pt, s2s_tensor_fn, r->opt, cfg->weight_decay, 0,
+                              &r->pt, &r->scratch, NULL, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "model tensors: %s", err);
 }
 
 void g2p_run_destroy(g2p_run *r)

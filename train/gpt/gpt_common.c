@@ -132,6 +132,12 @@ void gpt_defaults(gpt_run_config *c)
 
 /* ---- model, optimizer, checkpoint layout ----------------------------------------------- */
 
+/* mha_gpt_tensor for ckpt_tensors_of_model. */
+static int gpt_tensor_fn(void *model, size_t i, mha_param_info *info, float **p, float **grad)
+{
+    return mha_gpt_tensor(model, i, info, p, grad);
+}
+
 void gpt_run_create(gpt_run *r, const gpt_run_config *cfg, size_t V, size_t max_batch,
                     int with_optimizer)
 {
@@ -154,40 +160,11 @@ void gpt_run_create(gpt_run *r, const gpt_run_config *cfg, size_t V, size_t max_
         cli_check(mha_optim_create(&r->opt, &oc), "cannot create the optimizer");
     }
     r->n_pt = mha_gpt_num_tensors(r->g);
-    r->pt = calloc(r->n_pt, sizeof *r->pt);
-    if (!r->pt)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    size_t total = 0;
-    for (size_t i = 0; i < r->n_pt; i++) {
-        mha_param_info info;
-        float *p, *grad;
-        cli_check(mha_gpt_tensor(r->g, i, &info, &p, &grad), "model tensors");
-        ckpt_tensor *t = &r->pt[i];
-        snprintf(t->name, sizeof t->name, "%s", info.name);
-        t->p = p;
-        t->ndim = info.ndim;
-        t->shape[0] = info.shape[0];
-        t->shape[1] = info.ndim == 2 ? info.shape[1] : 0;
-        t->numel = info.numel;
-        total += info.numel;
-        if (with_optimizer) {
-            double wd = (info.decay || cfg->decay_all) ? cfg->weight_decay : 0.0;
-            cli_check(mha_optim_add_decay(r->opt, info.name, p, grad, info.numel, wd),
-                      "optimizer");
-            cli_check(mha_optim_group(r->opt, i, NULL, NULL, &t->m, &t->v), "optimizer");
-        }
-    }
-    if (!with_optimizer) { /* the moments are read (and validated) but not used */
-        r->scratch = calloc(2 * total + 1, sizeof(float));
-        if (!r->scratch)
-            cli_die(CLI_EXIT_RUNTIME, "out of memory");
-        size_t off = 0;
-        for (size_t i = 0; i < r->n_pt; i++) {
-            r->pt[i].m = r->scratch + off;
-            r->pt[i].v = r->scratch + total + off;
-            off += r->pt[i].numel;
-        }
-    }
+    char err[256];
+    if (ckpt_tensors_of_model(r->g, r->n_pt, gpt_tensor_fn, r->opt, cfg->weight_decay,
+                              cfg->decay_all, &r->pt, &r->scratch, NULL, err,
+                              sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "model tensors: %s", err);
 }
 
 void gpt_run_destroy(gpt_run *r)
