@@ -141,6 +141,15 @@ int cli_max_threads(void);
  * most ..." (`given` 0: the value came from the checkpoint, and the message says so).
  * Returns the thread count to use (0 → the online CPUs). */
 int cli_check_threads(int threads, int given);
+
+/* A default --warmup (not given) that is not below --steps — a short run — becomes a tenth
+ * of the steps, with a note on stderr when `say` (rank 0 of an MPI job) naming both. */
+void cli_scale_warmup(uint64_t *warmup, uint64_t steps, int given, int say);
+
+/* Resuming checkpoint `resume` at step ck_step with --steps `steps`: returns 1 when the run
+ * is finished (ck_step == steps: "nothing to do", and how to go on, said on stdout), 0
+ * when there are steps to train; fewer --steps than ck_step exits 2 naming both. */
+int cli_resume_finished(const char *resume, uint64_t ck_step, uint64_t steps);
 /* Exits 2 unless precision p (an mha_precision) runs on this CPU; the message names the
  * CPU feature it lacks and says whether p came from the checkpoint (given == 0). */
 void cli_check_precision(int p, int given);

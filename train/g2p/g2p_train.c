@@ -146,15 +146,9 @@ static mha_st_file *read_options(trainer *t, int argc, char **argv, int first, i
         cli_die_usage("--heads %zu does not divide --dim %zu", c->heads, c->dim);
     if (c->min_lr > c->lr)
         cli_die_usage("--min-lr %g is above --lr %g", c->min_lr, c->lr);
-    if (!given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")] && c->warmup >= c->steps) {
-        const uint64_t w = c->steps / 10;
-        if (dist_rank() == 0)
-            fprintf(stderr, "%s: note: the default --warmup %llu is not below --steps %llu: "
-                    "using --warmup %llu (a tenth of the steps)\n", cli_program(),
-                    (unsigned long long)c->warmup, (unsigned long long)c->steps,
-                    (unsigned long long)w);
-        c->warmup = w;
-    }
+    cli_scale_warmup(&c->warmup, c->steps,
+                     given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")],
+                     dist_rank() == 0);
     if (c->warmup >= c->steps)
         cli_die_usage("--warmup %llu must be below --steps %llu",
                       (unsigned long long)c->warmup, (unsigned long long)c->steps);

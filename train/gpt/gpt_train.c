@@ -74,15 +74,7 @@ static void parse_train_options(trainer *t, int argc, char **argv, int first, in
 
 static void check_options(gpt_run_config *c, int warmup_given)
 {
-    if (!warmup_given && c->warmup >= c->steps) { /* a short run: scale the default down */
-        const uint64_t w = c->steps / 10;
-        if (dist_rank() == 0)
-            fprintf(stderr, "%s: note: the default --warmup %llu is not below --steps %llu: "
-                    "using --warmup %llu (a tenth of the steps)\n", cli_program(),
-                    (unsigned long long)c->warmup, (unsigned long long)c->steps,
-                    (unsigned long long)w);
-        c->warmup = w;
-    }
+    cli_scale_warmup(&c->warmup, c->steps, warmup_given, dist_rank() == 0);
     if (c->dim % c->heads != 0)
         cli_die_usage("invalid value '%zu' for --heads: must divide --dim %zu", c->heads, c->dim);
     if (c->warmup >= c->steps)
@@ -211,18 +203,7 @@ static int check_resume(const trainer *t, const mha_st_file *ck, const char *wha
                 "the checkpoint's (%zu)", what, c->data,
                 text_vocab_size(text_corpus_vocab(t->corpus)), t->ck_vocab_n);
     }
-    if (t->ck_step == c->steps) { /* finished, and no larger --steps: nothing to do */
-        printf("%s: %s is a finished run (step %llu of --steps %llu); nothing to do. To "
-               "train it further, resume with a larger --steps (e.g. --steps %llu).\n",
-               cli_program(), c->resume, (unsigned long long)t->ck_step,
-               (unsigned long long)c->steps, (unsigned long long)(2 * c->steps));
-        return 1;
-    }
-    if (t->ck_step > c->steps)
-        cli_die_usage("invalid value '%llu' for --steps: the checkpoint %s is at step %llu "
-                      "already; give more steps than that", (unsigned long long)c->steps,
-                      c->resume, (unsigned long long)t->ck_step);
-    return 0;
+    return cli_resume_finished(c->resume, t->ck_step, c->steps);
 }
 
 /* The run's id (the checkpoint's; one from before run ids gets a new one); rank 0 makes

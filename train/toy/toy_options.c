@@ -231,17 +231,8 @@ int toy_configure(int argc, char **argv, run_config *cfg, resume_info *ri, int *
         resume_config(cfg->resume, explicit_opt, cfg, ri);
         if (!explicit_opt[opt_index("out")]) /* the checkpoint's own directory */
             cli_dirname(cfg->resume, cfg->out, sizeof cfg->out);
-        if (ri->step == cfg->steps) { /* finished, and no larger --steps: nothing to do */
-            printf("%s: %s is a finished run (step %llu of --steps %llu); nothing to do. To "
-                   "train it further, resume with a larger --steps (e.g. --steps %llu).\n",
-                   cli_program(), cfg->resume, (unsigned long long)ri->step,
-                   (unsigned long long)cfg->steps, (unsigned long long)(2 * cfg->steps));
+        if (cli_resume_finished(cfg->resume, ri->step, cfg->steps))
             return 0;
-        }
-        if (ri->step > cfg->steps)
-            cli_die_usage("invalid value '%llu' for --steps: the checkpoint %s is at step %llu "
-                          "already; give more steps than that", (unsigned long long)cfg->steps,
-                          cfg->resume, (unsigned long long)ri->step);
     }
     check_across_options(cfg, explicit_opt);
     *n_threads = cli_check_threads(cfg->threads, explicit_opt[opt_index("threads")] ||

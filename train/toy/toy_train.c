@@ -123,8 +123,6 @@ typedef struct train_loop {
     uint64_t ev_step;
     double win_s;         /* training seconds and steps since the last progress line     */
     uint64_t win_steps;
-    double flops_step;    /* model FLOPs of one training step (step_flops)               */
-    double peak;          /* GFLOP/s measured at the start (peak.h; 0: none)              */
     char intact[CLI_PATH_CAP + 128]; /* what a stop leaves behind, for its message       */
 } train_loop;
 
@@ -162,9 +160,10 @@ static void print_header(const train_loop *tl, const resume_info *ri)
                (unsigned long long)tl->rs->step,
                ri->steps != cfg->steps ? " (--steps changed: the remaining steps follow the "
                                          "schedule of the new --steps)" : "");
-    if (tl->peak > 0)
+    if (tl->rs->peak > 0)
         printf("  measured peak %.0f GFLOP/s (fp32, %d thread(s)): the MFU's denominator, "
-               "%.3g GFLOP a step\n", tl->peak, tl->rs->n_threads, tl->flops_step * 1e-9);
+               "%.3g GFLOP a step\n", tl->rs->peak, tl->rs->n_threads,
+               tl->rs->flops_step * 1e-9);
     fflush(stdout);
 }
 
@@ -183,10 +182,8 @@ static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size
     tl->last_ckpt = cfg->resume[0] ? cfg->resume : NULL;
     tl->sched = (mha_lr_schedule){.base_lr = cfg->lr, .min_lr = cfg->min_lr,
                                   .warmup_steps = cfg->warmup, .total_steps = cfg->steps};
-    tl->flops_step = step_flops(&rs->mcfg, cfg->batch);
-    tl->peak = peak_training_gflops(0, rs->n_threads);
-    rs->flops_step = tl->flops_step;
-    rs->peak = tl->peak;
+    rs->flops_step = step_flops(&rs->mcfg, cfg->batch);
+    rs->peak = peak_training_gflops(0, rs->n_threads);
     print_header(tl, ri);
     report_progress_start(&tl->prog);
     report_progress_mode(&tl->prog, cfg->progress, 0);
@@ -301,9 +298,9 @@ static void show_progress(train_loop *tl, double loss, double lr, double tok)
         snprintf(evs, sizeof evs, "%.2f%% (sequence %.2f%%)", 100 * tl->last_tok,
                  100 * tl->last_seq);
     const double ms = tl->win_steps ? 1e3 * tl->win_s / (double)tl->win_steps : 0;
-    if (ms > 0 && tl->peak > 0)
-        snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * tl->flops_step / (ms * 1e-3) /
-                                                      (tl->peak * 1e9));
+    if (ms > 0 && rs->peak > 0)
+        snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * rs->flops_step / (ms * 1e-3) /
+                                                      (rs->peak * 1e9));
     /* the most wanted first: a terminal narrower than the line cuts its end */
     report_progress_show(&tl->prog, "%sstep %llu/%llu  loss %.4f  acc %.1f%%  held-out %s  "
                          "lr %.2e  %.1f ms/step%s  left %s  elapsed %s  %.0f tok/s",
