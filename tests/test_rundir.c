@@ -344,6 +344,61 @@ static void rundir_save_error(void **state)
 }
 
 
+/* ---- pictures of short runs ------------------------------------------------------------ */
+
+/* The size of path (relative to tmpdir) in bytes; fails if it does not exist. */
+static size_t file_size_of(const char *path)
+{
+    char full[1024];
+    snprintf(full, sizeof full, "%s/%s", tmpdir, path);
+    struct stat st;
+    if (stat(full, &st) != 0)
+        fail_msg("%s does not exist", path);
+    return (size_t)st.st_size;
+}
+
+/* A run stopped after its first step draws its charts from one training point and no
+ * evaluation, a range of a few ulps: every such chart ends at once and stays small (before,
+ * the tick loop counted past 2^53 and the SVG grew without end). Each child runs under a
+ * 4 MiB file-size limit and a timeout, so a regression fails here instead of filling the
+ * disk. mha-gpt's case is the one first seen (tinyshakespeare, seed 38); then 40 seeds of
+ * each program, and a checkpoint resumed for one step into an empty directory. */
+static void rundir_one_point_charts_end(void **state)
+{
+    (void)state;
+    enum { LIMIT = 4 << 20 };
+    char args[1024];
+    snprintf(args, sizeof args, "train --data '%s/data/tinyshakespeare.txt' --layers 1 "
+             "--heads 2 --dim 16 --context 16 --batch 2 --eval-batches 2 --sample-chars 0 "
+             "--threads 1 --steps 10 --stop-after 1 --seed 38 --out os1", MHA_SOURCE_DIR);
+    assert_int_equal(run_prog_limited(MHA_GPT_EXE, "os1", args, 60, LIMIT), 0);
+    assert_true(file_size_of("os1/loss.svg") < 64 * 1024);
+    write_small_text();
+    write_small_dict("d.dict", 300);
+    for (int seed = 1; seed <= 40; seed++) {
+        snprintf(args, sizeof args, "train --data small.txt --layers 1 --heads 2 --dim 8 "
+                 "--context 8 --batch 2 --eval-batches 2 --sample-chars 0 --threads 1 "
+                 "--steps 10 --stop-after 1 --seed %d --out g%d", seed, seed);
+        if (run_prog_limited(MHA_GPT_EXE, "g", args, 60, LIMIT) != 0)
+            fail_msg("mha-gpt seed %d: %s", seed, args);
+        snprintf(args, sizeof args, "train " G2P_TINY " --steps 10 --stop-after 1 --seed %d "
+                 "--out p%d", seed, seed);
+        if (run_prog_limited(MHA_G2P_EXE, "p", args, 60, LIMIT) != 0)
+            fail_msg("mha-g2p seed %d: %s", seed, args);
+        char path[64];
+        snprintf(path, sizeof path, "g%d/loss.svg", seed);
+        assert_true(file_size_of(path) < 64 * 1024);
+        snprintf(path, sizeof path, "p%d/curves.svg", seed);
+        assert_true(file_size_of(path) < 64 * 1024);
+    }
+    assert_int_equal(run_prog_limited(MHA_GPT_EXE, "r", "train --resume g1/checkpoint.safetensors "
+                                      "--steps 2 --out e1", 60, LIMIT), 0);
+    assert_true(file_size_of("e1/loss.svg") < 64 * 1024);
+    assert_int_equal(run_prog_limited(MHA_G2P_EXE, "q", "train --resume p1/checkpoint.safetensors "
+                                      "--steps 2 --out e2", 60, LIMIT), 0);
+    assert_true(file_size_of("e2/curves.svg") < 64 * 1024);
+}
+
 /* ---- one run per directory ------------------------------------------------------------- */
 
 /* While a run trains in o, a second run there is refused at once with exit 2 naming o and
@@ -708,6 +763,8 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_resume_foreign, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_g2p, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_one_point_charts_end, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_checksums_refuse_corruption, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_checkpoint_state_checked, tmpdir_setup,

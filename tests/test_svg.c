@@ -4,10 +4,14 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "report.h"
 #include "svg.h"
@@ -424,6 +428,64 @@ static void test_charts_million_points_small(void **state)
     free(y);
 }
 
+/* Short series of any values (1-3 points, equal, a few ulps apart, tiny or huge magnitudes,
+ * negative, a fixed range of one ulp, log or linear) give a chart of a few ticks: the tick
+ * loop ends and the file stays small. Guarded so a regression fails instead of hanging or
+ * filling the disk: the file may not grow past 1 MiB (SIGXFSZ ignored, so the write fails
+ * with EFBIG and the writer returns an error) and an alarm ends a loop that never does. */
+static void test_charts_short_series_terminate(void **state)
+{
+    (void)state;
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 1 << 20;
+    if (old.rlim_max != RLIM_INFINITY && old.rlim_max < lim.rlim_cur)
+        lim.rlim_cur = old.rlim_max;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+    alarm(120);
+    const double bases[] = {4.0, 1.0, 0.0, -3.25, 1e15, 9.007199254740993e15, 1e-300, 1e300,
+                            2.5e-5, 123456.789};
+    uint64_t rng = 0x9e3779b97f4a7c15u;
+    char path[600];
+    tmp_path(path, sizeof path, "short.svg");
+    for (int trial = 0; trial < 3000; trial++) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        uint64_t r = rng >> 11;
+        double base = bases[r % 10];
+        size_t n = 1 + (r >> 4) % 3;
+        double x[3], y[3], x2[3], y2[3];
+        for (size_t i = 0; i < n; i++) {
+            double v = base;
+            for (unsigned u = 0; u < ((r >> (8 + 2 * i)) & 3); u++) /* 0-3 ulps up */
+                v = nextafter(v, INFINITY);
+            y[i] = v;
+            y2[i] = (r >> 20) & 1 ? base : -v;
+            x[i] = (r >> 21) & 1 ? (double)(i + 1) : 1e6 + (double)i;
+            x2[i] = x[i];
+        }
+        svg_series se[2] = {{"a", "#111111", x, y, n}, {"b", "#222222", x2, y2, n}};
+        svg_chart ch[1] = {{"t", "step", "y", se, 1 + ((r >> 22) & 1), (r >> 23) & 1, 0, 0}};
+        if ((r >> 24) % 4 == 0) { /* a fixed range of one ulp */
+            ch[0].ymin = fabs(base) > 0 ? fabs(base) : 1.0;
+            ch[0].ymax = nextafter(ch[0].ymin, INFINITY);
+        }
+        assert_int_equal(svg_write_charts(path, ch, 1, 900, 330), MHA_OK);
+        size_t bytes = file_size(path);
+        if (bytes > 8000)
+            fail_msg("trial %d (base %g, %zu points): %zu bytes", trial, base, n, bytes);
+        char *s = slurp(path, NULL);
+        size_t ny = count(s, "class=\"ygrid\""), nx = count(s, "class=\"xgrid\"");
+        if (ny < 1 || ny > 12 || nx < 1 || nx > 12)
+            fail_msg("trial %d (base %g): %zu y and %zu x ticks", trial, base, ny, nx);
+        free(s);
+    }
+    alarm(0);
+    signal(SIGXFSZ, old_xfsz);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_charts_share_x_ticks),
         cmocka_unit_test(test_charts_coinciding_lines_dashed),
         cmocka_unit_test(test_charts_million_points_small),
+        cmocka_unit_test(test_charts_short_series_terminate),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

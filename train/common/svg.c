@@ -41,6 +41,31 @@ static double nice_step(double range, int n)
     return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
 }
 
+/* Widen [*lo, *hi] about its middle to at least 1e-6 of its magnitude (and 1e-300): a
+ * range of a few ulps (one point, or values equal but for rounding) would otherwise give a
+ * tick step so small that k * step no longer moves when k grows past 2^53. */
+static void range_floor(double *lo, double *hi)
+{
+    double floor_ = fmax(1e-6 * fmax(fabs(*lo), fabs(*hi)), 1e-300);
+    if (*hi - *lo < floor_) {
+        double mid = *lo / 2 + *hi / 2;
+        *lo = mid - floor_ / 2;
+        *hi = mid + floor_ / 2;
+    }
+}
+
+/* The ticks k * step inside [lo, hi] (with a margin of 1e-9 step): first k in *k0, the
+ * count as the result, at most 1000 — a bound for any range and step, not only those the
+ * charts make (range_floor keeps theirs to about 10). */
+static long tick_count(double lo, double hi, double step, double *k0)
+{
+    double a = ceil(lo / step - 1e-9), b = floor(hi / step + 1e-9);
+    *k0 = a;
+    if (!(b >= a) || !isfinite(a) || !isfinite(b))
+        return 0;
+    return b - a >= 999 ? 1000 : (long)(b - a) + 1;
+}
+
 /* ---- charts ---------------------------------------------------------------------------- */
 
 enum { CHART_L = 70, CHART_R = 200, CHART_T = 30, CHART_B = 45 }; /* margins, legend right */
@@ -62,6 +87,7 @@ static void x_range(const svg_chart *charts, size_t n, double *lo, double *hi)
         }
     if (!(a <= b)) { a = 0; b = 1; }
     if (b == a) b = a + 1;
+    range_floor(&a, &b);
     *lo = a;
     *hi = b;
 }
@@ -137,6 +163,7 @@ static void chart_y_axis(const svg_chart *c, double *ymin_out, double *ymax_out,
     }
     if (!(ymin <= ymax)) { ymin = 0; ymax = 1; }
     if (ymax == ymin) { ymax += 0.5; ymin -= 0.5; }
+    range_floor(&ymin, &ymax);
     double ys;
     if (c->log_y) {
         ymin = floor(ymin);
@@ -167,8 +194,10 @@ static void chart_axes(FILE *f, const svg_chart *c, const chart_frame *fr, doubl
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" "
                "stroke=\"#888\"/>\n", ox + L, oy + T, pw, ph);
     /* y grid and labels, from the bottom of the frame */
-    for (double k = ceil(fr->ymin / ys - 1e-9); k * ys <= fr->ymax + 1e-9 * ys; k += 1) {
-        double y = k * ys;
+    double k0;
+    long nk = tick_count(fr->ymin, fr->ymax, ys, &k0);
+    for (long i = 0; i < nk; i++) {
+        double y = (k0 + (double)i) * ys;
         fprintf(f, "<line class=\"ygrid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
                    "stroke=\"#ddd\"/>\n", ox + L, ox + L + pw, frame_py(fr, y), frame_py(fr, y));
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ox + L - 5,
@@ -176,8 +205,9 @@ static void chart_axes(FILE *f, const svg_chart *c, const chart_frame *fr, doubl
     }
     /* x grid and labels: the same in every panel (the x range is shared) */
     double xs = nice_step(fr->xmax - fr->xmin, 6);
-    for (double k = ceil(fr->xmin / xs - 1e-9); k * xs <= fr->xmax + 1e-9 * xs; k += 1) {
-        double x = k * xs;
+    nk = tick_count(fr->xmin, fr->xmax, xs, &k0);
+    for (long i = 0; i < nk; i++) {
+        double x = (k0 + (double)i) * xs;
         fprintf(f, "<line class=\"xgrid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
                    "stroke=\"#ddd\"/>\n", frame_px(fr, x), frame_px(fr, x), oy + T, oy + T + ph);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
