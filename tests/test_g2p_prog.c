@@ -13,6 +13,7 @@
 
 #include <cJSON.h>
 
+#include "mha_safetensors.h"
 #include "test_prog.h"
 #include "test_util.h"
 
@@ -253,6 +254,131 @@ static void g2p_committed_model_reproduces(void **state)
     free(js);
 }
 
+/* Load checkpoint path (relative to tmpdir) or fail. */
+static mha_st_file *load_st(const char *path)
+{
+    char full[1024], err[256];
+    snprintf(full, sizeof full, "%s/%s", tmpdir, path);
+    mha_st_file *f = NULL;
+    if (mha_st_load(full, &f, err, sizeof err) != MHA_OK)
+        fail_msg("%s: %s", path, err);
+    return f;
+}
+
+/* Every weight tensor of `mean` (the F32 tensors not named optimizer.*) against a and b:
+ * mean = (float)(((double)a + b) / 2), element by element (a == b: the weights of a, bit
+ * for bit); the same tensor list in both. Returns the elements compared. */
+static size_t check_mean(const char *mean, const char *a, const char *b)
+{
+    mha_st_file *fm = load_st(mean), *fa = load_st(a), *fb = load_st(b);
+    size_t compared = 0, weights = 0;
+    for (size_t i = 0; i < mha_st_count(fa); i++) {
+        mha_st_tensor ta, tb, tm;
+        assert_int_equal(mha_st_tensor_at(fa, i, &ta), MHA_OK);
+        if (ta.dtype != MHA_ST_F32 || strncmp(ta.name, "optimizer.", 10) == 0)
+            continue;
+        weights++;
+        int found_b = 0, found_m = 0;
+        for (size_t j = 0; j < mha_st_count(fb); j++)
+            if (strcmp(mha_st_name(fb, j), ta.name) == 0) {
+                assert_int_equal(mha_st_tensor_at(fb, j, &tb), MHA_OK);
+                found_b = 1;
+            }
+        for (size_t j = 0; j < mha_st_count(fm); j++)
+            if (strcmp(mha_st_name(fm, j), ta.name) == 0) {
+                assert_int_equal(mha_st_tensor_at(fm, j, &tm), MHA_OK);
+                found_m = 1;
+            }
+        if (!found_b || !found_m)
+            fail_msg("%s missing from %s", ta.name, found_b ? mean : b);
+        size_t n = 1;
+        for (size_t d = 0; d < ta.ndim; d++) {
+            assert_int_equal(tm.shape[d], ta.shape[d]);
+            assert_int_equal(tb.shape[d], ta.shape[d]);
+            n *= ta.shape[d];
+        }
+        assert_int_equal(tm.ndim, ta.ndim);
+        assert_int_equal(tm.dtype, MHA_ST_F32);
+        const float *x = ta.data, *y = tb.data, *z = tm.data;
+        for (size_t e = 0; e < n; e++, compared++) {
+            const float want = (float)(((double)x[e] + (double)y[e]) / 2);
+            if (memcmp(&want, &z[e], sizeof want) != 0)
+                fail_msg("%s[%zu]: %.9g, the mean of %.9g and %.9g is %.9g", ta.name, e, z[e],
+                         x[e], y[e], want);
+        }
+    }
+    size_t mean_weights = 0; /* and nothing else in the mean: no moments */
+    for (size_t j = 0; j < mha_st_count(fm); j++) {
+        mha_st_tensor t;
+        assert_int_equal(mha_st_tensor_at(fm, j, &t), MHA_OK);
+        assert_true(strncmp(t.name, "optimizer.", 10) != 0);
+        mean_weights += t.dtype == MHA_ST_F32;
+    }
+    assert_int_equal(mean_weights, weights);
+    mha_st_free(fm);
+    mha_st_free(fa);
+    mha_st_free(fb);
+    return compared;
+}
+
+/* average: the mean of identical checkpoints is the checkpoint's weights bit for bit, of
+ * two the element-wise mean rounded once (in either order); the result is a model pronounce and eval read, names its sources, and is refused
+ * nothing a checkpoint is not. Refused: no files, no --out, an --out that exists (unless
+ * --force) or is one of the inputs, a checkpoint of another model size, a file that is not
+ * a model; nothing is written then. */
+static void g2p_average(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 20 --eval-every 10 "
+                              "--stop-after 10 --out a"), 0);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp '%s/a/checkpoint.safetensors' '%s/a10.safetensors'", tmpdir,
+             tmpdir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(g2p("a2", "train --resume a/checkpoint.safetensors"), 0);
+    assert_int_equal(g2p("m1", "average a10.safetensors a10.safetensors a10.safetensors "
+                               "--out m1.safetensors"), 0);
+    assert_true(check_mean("m1.safetensors", "a10.safetensors", "a10.safetensors") > 1000);
+    assert_int_equal(g2p("m2", "average a10.safetensors a/checkpoint.safetensors "
+                               "--out m2.safetensors"), 0);
+    assert_file_contains("m2.out", "the mean of 2 checkpoints");
+    assert_true(check_mean("m2.safetensors", "a10.safetensors", "a/checkpoint.safetensors") >
+                1000);
+    assert_int_equal(g2p("m3", "average a/checkpoint.safetensors a10.safetensors "
+                               "--out m3.safetensors"), 0);
+    check_mean("m3.safetensors", "a/checkpoint.safetensors", "a10.safetensors");
+    mha_st_file *f = load_st("m2.safetensors");
+    const char *from = mha_st_meta(f, "averaged_from");
+    assert_non_null(from);
+    assert_non_null(strstr(from, "a10.safetensors"));
+    assert_non_null(strstr(from, "\"step\":20"));
+    mha_st_free(f);
+    assert_int_equal(g2p("p", "pronounce --model m2.safetensors hello"), 0);
+    assert_file_contains("p.out", "HELLO ");
+    assert_int_equal(g2p("e", "eval --model m2.safetensors --out ev"), 0);
+    assert_true(file_exists("ev/eval.json"));
+    /* refusals */
+    assert_int_equal(g2p("r1", "average --out x.safetensors"), 2);
+    assert_file_contains("r1.err", "name the checkpoints");
+    assert_int_equal(g2p("r2", "average a10.safetensors"), 2);
+    assert_file_contains("r2.err", "--out MODEL is required");
+    assert_int_equal(g2p("r3", "average a10.safetensors --out m1.safetensors"), 2);
+    assert_file_contains("r3.err", "m1.safetensors exists");
+    assert_int_equal(g2p("r4", "average a10.safetensors --out a10.safetensors --force"), 2);
+    assert_file_contains("r4.err", "is one of the checkpoints");
+    assert_int_equal(g2p("o", "train --data d.dict " TINY " --dim 8 --steps 2 --out o"), 0);
+    assert_int_equal(g2p("r5", "average a10.safetensors o/checkpoint.safetensors "
+                               "--out x.safetensors"), 2);
+    assert_file_contains("r5.err", "o/checkpoint.safetensors");
+    assert_file_contains("r5.err", "--dim differs");
+    assert_int_equal(g2p("r6", "average a10.safetensors d.dict --out x.safetensors"), 2);
+    assert_file_contains("r6.err", "d.dict");
+    assert_false(file_exists("x.safetensors"));
+    assert_int_equal(g2p("m4", "average a10.safetensors --out m1.safetensors --force"), 0);
+    assert_true(check_mean("m1.safetensors", "a10.safetensors", "a10.safetensors") > 1000);
+}
+
 /* The two-column form trains and decodes too: UTF-8 sources, multi-byte target tokens. */
 static void g2p_tsv_form(void **state)
 {
@@ -285,6 +411,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_eval_files, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_bad_input, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_tsv_form, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_average, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,
                                         tmpdir_teardown),
     };

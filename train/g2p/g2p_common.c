@@ -102,6 +102,13 @@ const cli_opt G2P_EVAL_OPTS[] = {
 };
 const size_t G2P_N_EVAL_OPTS = sizeof G2P_EVAL_OPTS / sizeof G2P_EVAL_OPTS[0];
 
+const cli_opt G2P_AVERAGE_OPTS[] = {
+    {"out", CLI_PATH, OFF(average_out), 0, 0, 0, "FILE",
+     "the averaged model to write (weights only; required)", NULL},
+    {"force", CLI_FLAG, OFF(force), 0, 1, 0, "", "replace --out if it exists", NULL},
+};
+const size_t G2P_N_AVERAGE_OPTS = sizeof G2P_AVERAGE_OPTS / sizeof G2P_AVERAGE_OPTS[0];
+
 void g2p_default_path(char *out, size_t cap, const char *rel)
 {
     cli_default_path(out, cap, rel);
@@ -267,7 +274,8 @@ int g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_momen
     if (ckpt_meta_init(&meta, G2P_CKPT_FORMAT, G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, cfg) ||
         ckpt_meta_add(&meta, "src_vocab", vs) || ckpt_meta_add(&meta, "tgt_vocab", vt) ||
         ckpt_meta_add(&meta, "elapsed_seconds", el) ||
-        (cfg->run_id[0] && ckpt_meta_add(&meta, "run_id", cfg->run_id)))
+        (cfg->run_id[0] && ckpt_meta_add(&meta, "run_id", cfg->run_id)) ||
+        (r->averaged_from && ckpt_meta_add(&meta, "averaged_from", r->averaged_from)))
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     free(vs);
     free(vt);

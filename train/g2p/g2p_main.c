@@ -26,13 +26,18 @@ static void usage(void)
            "       mha-g2p pronounce [options] [WORD ...]\n"
            "                                      pronounce words (or one per line on stdin),\n"
            "                                      printed as dictionary lines 'WORD  PH PH ...'\n"
-           "       mha-g2p eval [options]         WER and PER on the test words\n\n"
+           "       mha-g2p eval [options]         WER and PER on the test words\n"
+           "       mha-g2p average CKPT... --out MODEL\n"
+           "                                      the mean of the weights of checkpoints of\n"
+           "                                      one model (checkpoint averaging)\n\n"
            "train options:\n");
     cli_print_options(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, &d);
     printf("\npronounce options:\n");
     cli_print_options(G2P_PRONOUNCE_OPTS, G2P_N_PRONOUNCE_OPTS, &d);
     printf("\neval options:\n");
     cli_print_options(G2P_EVAL_OPTS, G2P_N_EVAL_OPTS, &d);
+    printf("\naverage options:\n");
+    cli_print_options(G2P_AVERAGE_OPTS, G2P_N_AVERAGE_OPTS, &d);
     printf("\nExit status: 0 done, 1 runtime error, 2 bad option or input (pronounce: a word "
            "it cannot spell; the others are still pronounced; a corrupt or inconsistent "
            "checkpoint; train: --out in use by another run, or holding another run's "
@@ -371,6 +376,17 @@ static int cmd_eval(int argc, char **argv)
     return 0;
 }
 
+static int cmd_average(int argc, char **argv)
+{
+    g2p_config cfg;
+    char **files;
+    size_t n;
+    parse(G2P_AVERAGE_OPTS, G2P_N_AVERAGE_OPTS, argc, argv, &cfg, &files, &n);
+    const int st = g2p_average_main((const char *const *)files, n, cfg.average_out, cfg.force);
+    free(files);
+    return st;
+}
+
 static int dispatch(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
@@ -389,7 +405,9 @@ static int dispatch(int argc, char **argv)
         return cmd_pronounce(argc, argv);
     if (strcmp(argv[1], "eval") == 0)
         return cmd_eval(argc, argv);
-    cli_die_usage("unknown command '%s' (train, pronounce or eval)", argv[1]);
+    if (strcmp(argv[1], "average") == 0)
+        return cmd_average(argc, argv);
+    cli_die_usage("unknown command '%s' (train, pronounce, eval or average)", argv[1]);
 }
 
 int main(int argc, char **argv)

@@ -52,6 +52,8 @@ typedef struct g2p_config {
     char dict[CLI_PATH_CAP];
     char eval_out[CLI_PATH_CAP];
     int run_threads;
+    /* average */
+    char average_out[CLI_PATH_CAP];
 } g2p_config;
 
 extern const cli_opt G2P_TRAIN_OPTS[];
@@ -60,6 +62,8 @@ extern const cli_opt G2P_PRONOUNCE_OPTS[];
 extern const size_t G2P_N_PRONOUNCE_OPTS;
 extern const cli_opt G2P_EVAL_OPTS[];
 extern const size_t G2P_N_EVAL_OPTS;
+extern const cli_opt G2P_AVERAGE_OPTS[];
+extern const size_t G2P_N_AVERAGE_OPTS;
 
 /* The defaults of every option. */
 void g2p_defaults(g2p_config *c);
@@ -80,6 +84,7 @@ typedef struct g2p_run {
     /* state entries of a checkpoint */
     uint64_t step, optim_t, rng[2], epoch, batch_in_epoch, call_index, best_step;
     double best_wer, elapsed; /* elapsed: training seconds so far (metadata)     */
+    const char *averaged_from; /* g2p_save: metadata "averaged_from" when not NULL      */
     ckpt_state s[10];
 } g2p_run;
 
@@ -148,6 +153,14 @@ void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, cons
 size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_t *map,
                        size_t map_n, g2p_tally *stress, g2p_tally *nostress, size_t limit,
                        unsigned char *wrong, int32_t *hyp_tok, size_t *hyp_len);
+
+/* The average command (g2p_average.c): the element-wise mean of the weights of checkpoints
+ * paths[0..n) of one model (same sizes and vocabularies, else exit 2 naming the file),
+ * summed in double in the given order and rounded once, saved weights-only to `out`
+ * (atomic; an existing file only with force; never one of the inputs) with metadata
+ * "averaged_from" (the files and their steps) and an unevaluated state (best.step 0).
+ * Returns 0; exits 2 on bad input, 1 on a write error. */
+int g2p_average_main(const char *const *paths, size_t n, const char *out, int force);
 
 /* The train command (argv[first..argc) are its options). Returns the exit status. */
 int g2p_train_main(int argc, char **argv, int first);
