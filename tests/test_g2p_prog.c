@@ -149,7 +149,8 @@ static void g2p_pronounce(void **state)
                      2);
 }
 
-/* eval writes eval.json and errors.txt; greedy and beam are both reported. */
+/* eval writes eval.json and errors.txt; greedy and beam are both reported; --words
+ * validation scores the validation words instead of the test words. */
 static void g2p_eval_files(void **state)
 {
     (void)state;
@@ -165,6 +166,34 @@ static void g2p_eval_files(void **state)
     assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "beam"), "wer"));
     cJSON_Delete(root);
     free(js);
+    /* --words validation scores the validation words: all of them, with the numbers the
+     * training run's own (greedy, every word) evaluation found for the same weights */
+    assert_int_equal(g2p("v", "train --data d.dict --enc-layers 1 --dec-layers 1 --dim 16 "
+                              "--heads 2 --mlp-dim 32 --batch 16 --threads 1 --steps 4 "
+                              "--eval-every 4 --out vr"), 0);
+    size_t n_valid = 0;
+    char *t = slurp("v.out", NULL);
+    assert_non_null(t);
+    const char *p = strstr(t, " training, ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, " training, %zu validation", &n_valid), 1);
+    free(t);
+    assert_int_equal(g2p("ev", "eval --model vr/best.safetensors --words validation "
+                               "--out evv"), 0);
+    assert_file_contains("ev.out", "validation words");
+    js = slurp("evv/eval.json", NULL);
+    assert_non_null(js);
+    root = cJSON_Parse(js);
+    assert_string_equal(cJSON_GetObjectItem(root, "words")->valuestring, "validation");
+    const cJSON *g = cJSON_GetObjectItem(root, "greedy");
+    assert_float_equal(cJSON_GetObjectItem(g, "words")->valuedouble, (double)n_valid, 0);
+    assert_true(cJSON_GetObjectItem(g, "wer")->valuedouble ==
+                summary_number("vr/summary.json", "best_val_wer"));
+    cJSON_Delete(root);
+    free(js);
+    assert_int_equal(g2p("bad", "eval --model vr/best.safetensors --words validation "
+                                "--dict d.dict"), 2);
+    assert_file_contains("bad.err", "does not go with --dict");
 }
 
 /* Bad input: exit 2 with a message that names the file (or, for a model that cannot fit,

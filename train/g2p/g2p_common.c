@@ -13,6 +13,7 @@
 /* ckpt: 1 = defines the model or the data (a different explicit value on --resume is
  * refused), 2 = taken from the checkpoint unless given again, 0 = not stored. */
 static const char *const FORMAT_NAMES[] = {"auto", "cmudict", "tsv", NULL};
+static const char *const WORDS_NAMES[] = {"test", "validation", NULL};
 
 const cli_opt G2P_TRAIN_OPTS[] = {
     {"data", CLI_PATH, OFF(data), 0, 0, 2, "FILE",
@@ -96,6 +97,9 @@ const cli_opt G2P_EVAL_OPTS[] = {
     {"dict", CLI_PATH, OFF(dict), 0, 0, 0, "FILE",
      "dictionary to score: every usable word of it (default: the test words of the "
      "model's own --data)", NULL},
+    {"words", CLI_CHOICE, OFF(eval_split), 0, 0, 0, "SET",
+     "test | validation: which words of the model's own --data are scored (validation: to "
+     "choose decoding options without looking at the test words)", WORDS_NAMES},
     {"out", CLI_PATH, OFF(eval_out), 0, 0, 0, "DIR",
      "where eval.json and errors.txt (the words it got wrong) are written", NULL},
     G2P_OPT_THREADS,

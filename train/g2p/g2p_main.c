@@ -319,11 +319,15 @@ static int cmd_eval(int argc, char **argv)
     snprintf(out, sizeof out, "%s", cfg.eval_out[0] ? cfg.eval_out : "");
     const size_t beam = cfg.beam;
     const double alpha = cfg.alpha;
+    const int eval_split = cfg.eval_split;
+    if (dict_path[0] && eval_split != 0)
+        cli_die_usage("--words validation scores the model's own data; it does not go with "
+                      "--dict");
     g2p_run r;
     open_model(&cfg, &r, beam);
     cfg.beam = beam;
     cfg.alpha = alpha;
-    const int split = dict_path[0] ? -1 : G2P_TEST;
+    const int split = dict_path[0] ? -1 : eval_split == 1 ? G2P_VALID : G2P_TEST;
     if (!dict_path[0]) /* the model's own data; a relative path also under the source tree */
         g2p_default_path(dict_path, sizeof dict_path, cfg.data);
     if (!out[0])
@@ -342,7 +346,9 @@ static int cmd_eval(int argc, char **argv)
     if (g2p_stress_map(&r.tgt, &reduced, map, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_RUNTIME, "%s", err);
     printf("mha-g2p eval: %s on %s (%s), %zu words it cannot spell skipped\n", cfg.model,
-           dict_path, split < 0 ? "every word" : "test words", s.skipped_words);
+           dict_path, split < 0 ? "every word" : split == G2P_VALID ? "validation words"
+                                                                     : "test words",
+           s.skipped_words);
     cli_prepare_out_dir(out);
     char epath[CLI_PATH_CAP + 32], jpath[CLI_PATH_CAP + 32];
     snprintf(epath, sizeof epath, "%s/errors.txt", out);
@@ -355,7 +361,9 @@ static int cmd_eval(int argc, char **argv)
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", cfg.model);
     cJSON_AddStringToObject(root, "dictionary", dict_path);
-    cJSON_AddStringToObject(root, "words", split < 0 ? "all" : "test");
+    cJSON_AddStringToObject(root, "words", split < 0               ? "all"
+                                           : split == G2P_VALID ? "validation"
+                                                                : "test");
     eval_pass(&r, &cfg, &dict, &s, split, map, 1, cJSON_AddObjectToObject(root, "greedy"),
               beam == 1 ? f : NULL);
     if (beam > 1) {

@@ -51,6 +51,7 @@ typedef struct g2p_config {
     double alpha;
     char dict[CLI_PATH_CAP];
     char eval_out[CLI_PATH_CAP];
+    int eval_split;              /* eval --words: 0 test, 1 validation                    */
     int run_threads;
     /* average */
     char average_out[CLI_PATH_CAP];
