@@ -408,6 +408,44 @@ static void g2p_average(void **state)
     assert_true(check_mean("m1.safetensors", "a10.safetensors", "a10.safetensors") > 1000);
 }
 
+/* --keep-checkpoints K keeps the last K checkpoints as checkpoint-<step>.safetensors, each
+ * the very file checkpoint.safetensors was at that step, also across --resume; they are
+ * the run's like its other checkpoints: a new run is refused a directory holding only such
+ * a file of another run, and --force removes them. */
+static void g2p_keep_checkpoints(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train --data d.dict --enc-layers 1 --dec-layers 1 --dim 16 "
+                              "--heads 2 --mlp-dim 32 --batch 16 --threads 1 --eval-words 40 "
+                              "--steps 20 --eval-every 10 --ckpt-every 5 --keep-checkpoints 2 "
+                              "--stop-after 10 --out a"), 0);
+    assert_true(file_exists("a/checkpoint-5.safetensors"));
+    assert_same_file("a/checkpoint-10.safetensors", "a/checkpoint.safetensors");
+    assert_int_equal(g2p("a2", "train --resume a/checkpoint.safetensors"), 0);
+    assert_false(file_exists("a/checkpoint-5.safetensors"));
+    assert_false(file_exists("a/checkpoint-10.safetensors"));
+    assert_true(file_exists("a/checkpoint-15.safetensors"));
+    assert_same_file("a/checkpoint-20.safetensors", "a/checkpoint.safetensors");
+    /* the same steps as a run that never stopped, bit for bit (1 thread) */
+    assert_int_equal(g2p("b", "train --data d.dict --enc-layers 1 --dec-layers 1 --dim 16 "
+                              "--heads 2 --mlp-dim 32 --batch 16 --threads 1 --eval-words 40 "
+                              "--steps 20 --eval-every 10 --ckpt-every 5 --keep-checkpoints 2 "
+                              "--out b"), 0);
+    assert_same_checkpoint("a/checkpoint-20.safetensors", "b/checkpoint.safetensors");
+    assert_int_equal(g2p("m", "average a/checkpoint-15.safetensors a/checkpoint-20.safetensors "
+                              "--out m.safetensors"), 0);
+    /* only a kept checkpoint of run a in c: a new run there is refused, --force removes it */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "mkdir '%s/c' && cp '%s/a/checkpoint-15.safetensors' '%s/c/'",
+             tmpdir, tmpdir, tmpdir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(g2p("c1", "train --data d.dict " TINY " --steps 2 --out c"), 2);
+    assert_file_contains("c1.err", "checkpoint-15.safetensors");
+    assert_int_equal(g2p("c2", "train --data d.dict " TINY " --steps 2 --out c --force"), 0);
+    assert_false(file_exists("c/checkpoint-15.safetensors"));
+}
+
 /* The two-column form trains and decodes too: UTF-8 sources, multi-byte target tokens. */
 static void g2p_tsv_form(void **state)
 {
@@ -441,6 +479,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_bad_input, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_tsv_form, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_average, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_keep_checkpoints, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,
                                         tmpdir_teardown),
     };

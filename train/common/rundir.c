@@ -2,8 +2,10 @@
 #define _DEFAULT_SOURCE /* flock, getrandom */
 #include "rundir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +118,66 @@ static int same_file(const char *a, const char *b)
 {
     struct stat x, y;
     return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+typedef struct numbered {
+    unsigned long long k;
+    char *name;
+} numbered;
+
+static int numbered_cmp(const void *a, const void *b)
+{
+    const numbered *x = a, *y = b;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+size_t rundir_list_numbered(const char *dir, const char *prefix, const char *suffix,
+                            char ***names)
+{
+    *names = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    const size_t np = strlen(prefix), ns = strlen(suffix);
+    numbered *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *s = e->d_name;
+        const size_t len = strlen(s);
+        if (len <= np + ns || strncmp(s, prefix, np) != 0 || strcmp(s + len - ns, suffix) != 0)
+            continue;
+        unsigned long long k = 0;
+        size_t i = np;
+        for (; i < len - ns && s[i] >= '0' && s[i] <= '9' && k < ULLONG_MAX / 10; i++)
+            k = 10 * k + (unsigned long long)(s[i] - '0');
+        if (i != len - ns)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            numbered *w = realloc(v, cap * sizeof *v);
+            if (!w)
+                cli_die(CLI_EXIT_RUNTIME, "out of memory");
+            v = w;
+        }
+        v[n].k = k;
+        if (!(v[n++].name = strdup(s)))
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    }
+    closedir(d);
+    if (n == 0) {
+        free(v);
+        return 0;
+    }
+    qsort(v, n, sizeof *v, numbered_cmp);
+    char **out = malloc(n * sizeof *out);
+    if (!out)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        out[i] = v[i].name;
+    free(v);
+    *names = out;
+    return n;
 }
 
 void rundir_claim(const char *dir, const char *const *files, size_t n, const char *resume,

@@ -45,4 +45,11 @@ int rundir_id_valid(const char *s);
 void rundir_claim(const char *dir, const char *const *files, size_t n, const char *resume,
                   const char *resume_id, int force);
 
+/* The files <dir>/<prefix><digits><suffix> (e.g. checkpoint-2000.safetensors), their names
+ * (without dir) into *names (owned: free each and the array) in increasing order of the
+ * number; returns how many. A directory that cannot be read has none. Exit 1 when out of
+ * memory. */
+size_t rundir_list_numbered(const char *dir, const char *prefix, const char *suffix,
+                            char ***names);
+
 #endif /* TRAIN_RUNDIR_H */

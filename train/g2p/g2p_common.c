@@ -54,6 +54,10 @@ const cli_opt G2P_TRAIN_OPTS[] = {
     {"eval-words", CLI_SIZE, OFF(eval_words), 1, 1e9, 2, "N",
      "validation words decoded per evaluation (the first N; all when fewer)", NULL},
     CLI_OPT_CKPT_EVERY(OFF(ckpt_every)),
+    {"keep-checkpoints", CLI_SIZE, OFF(keep_checkpoints), 0, 1e6, 3, "K",
+     "also keep the last K checkpoints as checkpoint-<step>.safetensors (each a hard link of "
+     "checkpoint.safetensors as saved), to average them with mha-g2p average (0 = none)",
+     NULL},
     CLI_OPT_STOP_AFTER(OFF(stop_after)),
     CLI_OPT_THREADS(OFF(threads)),
     CLI_OPT_PRECISION(OFF(precision)),

@@ -35,6 +35,7 @@ typedef struct g2p_config {
     uint64_t warmup;
     double beta2, weight_decay, clip, dropout, label_smoothing;
     uint64_t seed, eval_every, ckpt_every, stop_after;
+    size_t keep_checkpoints;     /* --keep-checkpoints: numbered copies kept              */
     size_t eval_words;
     int threads;
     int precision;               /* mha_precision of training's products                */

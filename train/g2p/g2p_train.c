@@ -9,9 +9,11 @@
  * (weights only). checkpoint.safetensors (with AdamW moments and the data position)
  * every --ckpt-every steps and at the end; --resume continues bit for bit (1 thread).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <omp.h>
 
@@ -204,9 +206,21 @@ static void claim_out_dir(trainer *t, const mha_st_file *ck)
     else
         rundir_new_id(c->run_id);
     if (dist_rank() == 0) {
-        static const char *const files[] = {"checkpoint.safetensors", "best.safetensors"};
         rundir_lock(c->out);
-        rundir_claim(c->out, files, 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
+        char **kept; /* --keep-checkpoints' files belong to the run that wrote them too */
+        const size_t nk = rundir_list_numbered(c->out, "checkpoint-", ".safetensors", &kept);
+        const char **files = malloc((nk + 2) * sizeof *files);
+        if (!files)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        files[0] = "checkpoint.safetensors";
+        files[1] = "best.safetensors";
+        for (size_t i = 0; i < nk; i++)
+            files[2 + i] = kept[i];
+        rundir_claim(c->out, files, nk + 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
+        for (size_t i = 0; i < nk; i++)
+            free(kept[i]);
+        free(kept);
+        free(files);
     }
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
@@ -393,6 +407,34 @@ static void train_step(trainer *t, const mha_lr_schedule *sched, double *loss, d
     *T_out = T;
 }
 
+/* --keep-checkpoints K: the checkpoint just saved also as checkpoint-<step>.safetensors (a
+ * hard link; a second save where the file system has none), and only the K highest steps
+ * of those kept. */
+static void keep_checkpoint(trainer *t)
+{
+    const g2p_config *c = &t->cfg;
+    if (!c->keep_checkpoints)
+        return;
+    char path[CLI_PATH_CAP + 64];
+    snprintf(path, sizeof path, "%s/checkpoint-%llu.safetensors", c->out,
+             (unsigned long long)t->r.step);
+    if (unlink(path) != 0 && errno != ENOENT)
+        cli_die(CLI_EXIT_RUNTIME, "cannot replace %s: %s", path, strerror(errno));
+    if (link(t->ckpt_path, path) != 0)
+        g2p_save_or_stop(t, path, 1);
+    char **kept;
+    const size_t n = rundir_list_numbered(c->out, "checkpoint-", ".safetensors", &kept);
+    for (size_t i = 0; i < n; i++) {
+        if (i + c->keep_checkpoints < n) {
+            snprintf(path, sizeof path, "%s/%s", c->out, kept[i]);
+            if (unlink(path) != 0 && errno != ENOENT)
+                cli_die(CLI_EXIT_RUNTIME, "cannot remove %s: %s", path, strerror(errno));
+        }
+        free(kept[i]);
+    }
+    free(kept);
+}
+
 /* After a step: the state a checkpoint holds, the best checkpoint after a better WER, the
  * latest every --ckpt-every (rank 0 writes). */
 static void save_due(trainer *t, int eval_now, const double *row, uint64_t end)
@@ -411,6 +453,7 @@ static void save_due(trainer *t, int eval_now, const double *row, uint64_t end)
     if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end && t->rank0) {
         g2p_save_or_stop(t, t->ckpt_path, 1);
         t->last_ckpt = t->ckpt_path;
+        keep_checkpoint(t);
     }
 }
 
@@ -526,6 +569,7 @@ int g2p_train_main(int argc, char **argv, int first)
         char path[CLI_PATH_CAP + 64];
         report_csv_close(&csv);
         g2p_save_or_stop(t, t->ckpt_path, 1);
+        keep_checkpoint(t);
         snprintf(path, sizeof path, "%s/curves.svg", c->out);
         if (t->hist.n)
             g2p_write_curves(t, path);
