@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,12 @@ static int usage_quiet = 0;
 void cli_set_program(const char *name)
 {
     prog = name;
+}
+
+void cli_start_program(const char *name)
+{
+    cli_set_program(name);
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG: reported */
 }
 
 void cli_set_usage_quiet(int quiet)

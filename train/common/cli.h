@@ -103,6 +103,11 @@ const char *cli_former_name(const char *name);
 
 /* The program name of every message ("mha-train"); static storage, not copied. */
 void cli_set_program(const char *name);
+/* The start of every program: cli_set_program(name), and SIGXFSZ ignored, so that a write
+ * past a file size limit (`ulimit -f`) fails with EFBIG and is reported like a full disk
+ * (a message naming the file, exit CLI_EXIT_RUNTIME, the last checkpoint intact) instead
+ * of killing the process silently in the middle of a write. */
+void cli_start_program(const char *name);
 /* quiet: cli_die_usage exits with CLI_EXIT_USAGE without a message (the ranks of an MPI
  * job other than 0: all parse the same options, and rank 0 says what is wrong). */
 void cli_set_usage_quiet(int quiet);
