@@ -10,7 +10,8 @@
  *   - one run per directory: a second process on a running run's directory is refused at
  *     once (exit 2, naming the directory and the holder's pid); a new run into a directory
  *     holding another run's checkpoints is refused unless --force (which replaces them);
- *     --resume A --out B with B holding another run is refused naming both;
+ *     --resume A --out B with B holding another run is refused naming both; the
+ *     temporaries of killed saves are removed when a run starts or resumes (mha-g2p too);
  *   - checkpoints carry a CRC-32C of every tensor and of the metadata: a flipped data
  *     byte, two same-shape tensors swapped, an edited vocabulary of the same size are
  *     refused (exit 2) by sample and --resume naming what is wrong; a bad training state
@@ -556,6 +557,40 @@ static void rundir_g2p(void **state)
                      0);
 }
 
+/* mha-g2p removes the temporaries of killed saves as mha-gpt does: a resume (and a new run)
+ * finds "checkpoint.safetensors.tmp.<pid>" and "best.safetensors.tmp.<pid>" of a process
+ * that is gone and removes them; a live process's temporary and unrelated files stay.
+ * (Before, they were left in the run directory for good.) */
+static void rundir_g2p_stale_temporaries(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train " G2P_TINY " --steps 20 --eval-every 5 --stop-after 10 "
+                              "--out g"), 0);
+    pid_t gone = fork(); /* a pid that no process has (any more) */
+    assert_true(gone >= 0);
+    if (gone == 0)
+        _exit(0);
+    assert_int_equal(wait_prog(gone), 0);
+    char dead_ck[128], dead_best[128], live_ck[128];
+    snprintf(dead_ck, sizeof dead_ck, "g/checkpoint.safetensors.tmp.%ld", (long)gone);
+    snprintf(dead_best, sizeof dead_best, "g/best.safetensors.tmp.%ld", (long)gone);
+    snprintf(live_ck, sizeof live_ck, "g/checkpoint.safetensors.tmp.%ld", (long)getpid());
+    const char *const keep[] = {live_ck, "g/checkpoint.safetensors.tmp.x1",
+                                "g/checkpoint.safetensors.bak", "g/notes.tmp.1"};
+    write_file(dead_ck, "x", 1);
+    write_file(dead_best, "x", 1);
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        write_file(keep[i], "x", 1);
+    assert_int_equal(g2p("b", "train --resume g/checkpoint.safetensors"), 0);
+    assert_false(file_exists(dead_ck));
+    assert_false(file_exists(dead_best));
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        if (!file_exists(keep[i]))
+            fail_msg("%s was removed", keep[i]);
+    assert_int_equal(ckpt_step("g/checkpoint.safetensors"), 20);
+}
+
 /* ---- checksums and the state of a checkpoint ------------------------------------------- */
 
 /* Rewrite checkpoint src as dst (relative to tmpdir) with mha_st_save: every tensor and
@@ -797,6 +832,8 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_resume_foreign, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_g2p, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_g2p_stale_temporaries, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_one_point_charts_end, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_checksums_refuse_corruption, tmpdir_setup,
