@@ -1,9 +1,10 @@
 /*
  * mha-g2p as a user runs it: a tiny model trained on a small dictionary learns, a resumed
  * run is the uninterrupted one bit for bit (1 thread), pronounce prints dictionary lines
- * and names words it cannot spell, eval writes its numbers and the wrong words, bad input
- * is refused with exit 2 and a message naming the file; and the committed model reproduces
- * the test-set numbers its summary claims, at 1 and 2 threads.
+ * and names words it cannot spell, exits 1 when its output cannot be written, eval writes
+ * its numbers and the wrong words, bad input is refused with exit 2 and a message naming
+ * the file; and the committed model reproduces the test-set numbers its summary claims, at
+ * 1 and 2 threads.
  */
 #include <math.h>
 #include <signal.h>
@@ -147,6 +148,25 @@ static void g2p_pronounce(void **state)
     assert_file_contains("s.out", "# logprob ");
     assert_int_equal(g2p("n", "pronounce --model run/best.safetensors --beam 2 --nbest 3 a"),
                      2);
+}
+
+/* pronounce's output goes to a full device: exit 1 with a message, not 0 with the output
+ * lost (before, stdout's writes went unchecked). */
+static void g2p_pronounce_write_error(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("t", "train --data d.dict " TINY " --steps 4 --eval-every 4 "
+                              "--out run"), 0);
+    /* through a shell of its own: run_prog's own "> f.out" would replace "> /dev/full" */
+    assert_int_equal(run_prog("/bin/sh", "f", "-c \"'" MHA_G2P_EXE "' pronounce --model "
+                              "run/best.safetensors hello world > /dev/full\""), 1);
+    assert_file_contains("f.err", "cannot write standard output: No space left on device");
+    write_file("words.txt", "cat\ndog\n", 8);
+    assert_int_equal(run_prog("/bin/sh", "g", "-c \"'" MHA_G2P_EXE "' pronounce --model "
+                              "run/best.safetensors --beam 2 --nbest 2 < words.txt "
+                              "> /dev/full\""), 1);
+    assert_file_contains("g.err", "cannot write standard output: ");
 }
 
 /* eval writes eval.json and errors.txt; greedy and beam are both reported; --words
@@ -437,6 +457,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_train_resume_bitwise, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_bf16, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_pronounce, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_pronounce_write_error, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_eval_files, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_bad_input, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_tsv_form, tmpdir_setup, tmpdir_teardown),

@@ -62,6 +62,16 @@ void cli_die(int code, const char *fmt, ...)
     exit(code);
 }
 
+void cli_flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return;
+    /* stdio keeps what it could not write and tries again: the flush names the cause */
+    cli_die(CLI_EXIT_RUNTIME, "cannot write standard output: %s",
+            errno ? strerror(errno) : "a write failed");
+}
+
 void cli_check(int st, const char *what)
 {
     if (st != MHA_OK)

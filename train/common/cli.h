@@ -117,6 +117,11 @@ const char *cli_program(void);
 void cli_die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* "<prog>: <message>" on stderr, exit `code`. */
 void cli_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* For a command whose results go to stdout, once they are printed: flush stdout and check
+ * every write to it (ferror), so that output lost to a full disk or a failing device is not
+ * taken for success: "cannot write standard output: <why>" and exit CLI_EXIT_RUNTIME. stdout
+ * stays open. */
+void cli_flush_stdout(void);
 /* cli_die(CLI_EXIT_RUNTIME, "<what>: <mha_strerror(st)>") unless st == MHA_OK. */
 void cli_check(int st, const char *what);
 

@@ -231,7 +231,7 @@ static int cmd_pronounce(int argc, char **argv)
                 printf("  # logprob %.4f", lp[o]);
             putchar('\n');
         }
-    fflush(stdout);
+    cli_flush_stdout(); /* exit 1 if the pronunciations could not be written */
     free(buf);
     g2p_decoder_free(&d);
     g2p_run_destroy(&r);
