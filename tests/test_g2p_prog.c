@@ -1,9 +1,11 @@
 /*
  * mha-g2p as a user runs it: a tiny model trained on a small dictionary learns, a resumed
  * run is the uninterrupted one bit for bit (1 thread), pronounce prints dictionary lines
- * and names words it cannot spell, eval writes its numbers and the wrong words, bad input
- * is refused with exit 2 and a message naming the file; and the committed model reproduces
- * the test-set numbers its summary claims, at 1 and 2 threads.
+ * and names words it cannot spell (a line holding a NUL byte too; a huge word by its
+ * first bytes and length), exits 1 when its output cannot be written, eval writes its
+ * numbers and the wrong words, bad input is refused with exit 2 and a message naming the
+ * file; and the committed model reproduces the test-set numbers its summary claims, at 1
+ * and 2 threads.
  */
 #include <math.h>
 #include <signal.h>
@@ -119,7 +121,8 @@ static void g2p_train_bf16(void **state)
 }
 
 /* pronounce: CMUdict lines; lower case accepted; a word it cannot spell is named with its
- * character, the others still pronounced, exit 2; --nbest lists alternates with scores. */
+ * character, the others still pronounced, exit 2; --nbest lists alternates with scores; a
+ * line of standard input holding a NUL byte is refused the same way. */
 static void g2p_pronounce(void **state)
 {
     (void)state;
@@ -147,6 +150,77 @@ static void g2p_pronounce(void **state)
     assert_file_contains("s.out", "# logprob ");
     assert_int_equal(g2p("n", "pronounce --model run/best.safetensors --beam 2 --nbest 3 a"),
                      2);
+
+    /* a NUL byte in a line of standard input: the line is refused, named by its number and
+     * the whole word (before, the word was silently cut at the NUL and pronounced) */
+    write_file("nul.txt", "abc\nHEL\0LO\n\0\ndef\n", 17);
+    assert_int_equal(g2p("z", "pronounce --model run/best.safetensors < nul.txt"), 2);
+    assert_file_contains("z.err", "line 2: word 'HEL\\0LO': a NUL byte");
+    assert_file_contains("z.err", "line 3: word '\\0': a NUL byte");
+    out = slurp("z.out", NULL);
+    assert_non_null(out);
+    assert_true(strncmp(out, "ABC  ", 5) == 0);
+    assert_non_null(strstr(out, "\nDEF  "));
+    assert_null(strstr(out, "HEL"));
+    free(out);
+}
+
+/* pronounce's output goes to a full device: exit 1 with a message, not 0 with the output
+ * lost (before, stdout's writes went unchecked). */
+static void g2p_pronounce_write_error(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("t", "train --data d.dict " TINY " --steps 4 --eval-every 4 "
+                              "--out run"), 0);
+    /* through a shell of its own: run_prog's own "> f.out" would replace "> /dev/full" */
+    assert_int_equal(run_prog("/bin/sh", "f", "-c \"'" MHA_G2P_EXE "' pronounce --model "
+                              "run/best.safetensors hello world > /dev/full\""), 1);
+    assert_file_contains("f.err", "cannot write standard output: No space left on device");
+    write_file("words.txt", "cat\ndog\n", 8);
+    assert_int_equal(run_prog("/bin/sh", "g", "-c \"'" MHA_G2P_EXE "' pronounce --model "
+                              "run/best.safetensors --beam 2 --nbest 2 < words.txt "
+                              "> /dev/full\""), 1);
+    assert_file_contains("g.err", "cannot write standard output: ");
+}
+
+/* A huge word is named by its first 64 bytes and its length, not echoed whole: a 1 MiB line
+ * (too long) and a 100 kB one with a character outside the alphabet at its end give a
+ * message of a line each; the other words are still pronounced. */
+static void g2p_pronounce_huge_word(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("t", "train --data d.dict " TINY " --steps 4 --eval-every 4 "
+                              "--out run"), 0);
+    const size_t big = 1 << 20, mid = 100000;
+    char *in = malloc(big + mid + 16);
+    assert_non_null(in);
+    size_t n = 0;
+    memset(in + n, 'A', big);
+    n += big;
+    memcpy(in + n, "\nabc\n", 5);
+    n += 5;
+    memset(in + n, 'b', mid - 1);
+    n += mid - 1;
+    memcpy(in + n, "1\n", 2);
+    n += 2;
+    write_file("huge.txt", in, n);
+    free(in);
+    assert_int_equal(g2p("h", "pronounce --model run/best.safetensors < huge.txt"), 2);
+    size_t elen;
+    char *err = slurp("h.err", &elen);
+    assert_non_null(err);
+    if (elen > 600)
+        fail_msg("%zu bytes of messages: %.300s...", elen, err);
+    free(err);
+    assert_file_contains("h.err", "(1048576 bytes): too long");
+    assert_file_contains("h.err", "(100000 bytes): character '1'");
+    char head[96] = "word '"; /* the first 64 bytes of the word, then "..." */
+    memset(head + 6, 'A', 64);
+    strcpy(head + 70, "...' (1048576");
+    assert_file_contains("h.err", head);
+    assert_file_contains("h.out", "ABC  ");
 }
 
 /* eval writes eval.json and errors.txt; greedy and beam are both reported; --words
@@ -475,6 +549,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_train_resume_bitwise, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_bf16, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_pronounce, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_pronounce_write_error, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_pronounce_huge_word, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_eval_files, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_bad_input, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_tsv_form, tmpdir_setup, tmpdir_teardown),

@@ -416,7 +416,8 @@ static void test_gpt_train_stops_on_signal(void **state)
 
 /* Sampling: the same seed gives the same text, another seed another text; the output is
  * the prompt then --chars characters, also past the context (the window slides); a
- * prompt character outside the vocabulary is refused, naming it. */
+ * prompt character outside the vocabulary is refused, naming it; output that cannot be
+ * written is exit 1. */
 static void test_gpt_sample(void **state)
 {
     (void)state;
@@ -457,6 +458,12 @@ static void test_gpt_sample(void **state)
     assert_file_contains("oov.err", "--prompt");
     snprintf(args, sizeof args, "sample %s --prompt ''", ck);
     assert_int_equal(gpt("empty", args), 2);
+    /* output to a full device: exit 1 with the reason (through a shell of its own: run_prog's
+     * own "> full.out" would replace "> /dev/full") */
+    snprintf(args, sizeof args, "-c \"'%s' sample %s --prompt 'ROMEO:' --chars 100 "
+             "> /dev/full\"", MHA_GPT_EXE, ck);
+    assert_int_equal(run_prog("/bin/sh", "full", args), 1);
+    assert_file_contains("full.err", "cannot write standard output: No space left on device");
 }
 
 /* ---- bad input ------------------------------------------------------------------------------ */

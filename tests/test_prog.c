@@ -51,9 +51,10 @@ int run_prog(const char *exe, const char *tag, const char *args)
     return (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
 }
 
-/* The child of run_prog_limited / start_prog: limits, then the shell with the command. */
+/* The child of run_prog_limited / run_prog_fsize / start_prog: limits, then the shell with
+ * the command. ignore_xfsz: SIGXFSZ ignored in the child, else its default action. */
 static pid_t spawn(const char *exe, const char *tag, const char *args, unsigned timeout_s,
-                   long long fsize)
+                   long long fsize, int ignore_xfsz)
 {
     char cmd[4096];
     int r = snprintf(cmd, sizeof cmd, "exec '%s' %s > '%s.out' 2> '%s.err'", exe, args, tag,
@@ -66,7 +67,7 @@ static pid_t spawn(const char *exe, const char *tag, const char *args, unsigned 
             _exit(97);
         if (fsize > 0) {
             struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
-            signal(SIGXFSZ, SIG_IGN);
+            signal(SIGXFSZ, ignore_xfsz ? SIG_IGN : SIG_DFL);
             if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
                 _exit(96);
         }
@@ -90,13 +91,19 @@ int wait_prog(pid_t pid)
 int run_prog_limited(const char *exe, const char *tag, const char *args, unsigned timeout_s,
                      long long fsize)
 {
-    int st = wait_prog(spawn(exe, tag, args, timeout_s, fsize));
+    int st = wait_prog(spawn(exe, tag, args, timeout_s, fsize, 1));
     return st >= 0 ? st : -1;
+}
+
+int run_prog_fsize(const char *exe, const char *tag, const char *args, unsigned timeout_s,
+                   long long fsize)
+{
+    return wait_prog(spawn(exe, tag, args, timeout_s, fsize, 0));
 }
 
 pid_t start_prog(const char *exe, const char *tag, const char *args, unsigned timeout_s)
 {
-    return spawn(exe, tag, args, timeout_s, 0);
+    return spawn(exe, tag, args, timeout_s, 0, 1);
 }
 
 size_t count_lines(const char *path)

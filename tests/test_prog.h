@@ -39,6 +39,13 @@ int run_prog(const char *exe, const char *tag, const char *args);
 int run_prog_limited(const char *exe, const char *tag, const char *args, unsigned timeout_s,
                      long long fsize);
 
+/* Like run_prog_limited with a file size limit of fsize bytes (> 0), but SIGXFSZ keeps its
+ * default action, as under a shell's `ulimit -f`: a program that does not ignore it is
+ * killed by its first write past the limit. Returns the exit status, or -1 - the signal
+ * that ended it (-1 - SIGXFSZ for that kill, -1 - SIGALRM at the timeout). */
+int run_prog_fsize(const char *exe, const char *tag, const char *args, unsigned timeout_s,
+                   long long fsize);
+
 /* Start `'exe' args` in tmpdir in the background (stdout/stderr to <tag>.out/.err),
  * bounded by timeout_s seconds as run_prog_limited. Returns its pid (wait for it with
  * wait_prog). */

@@ -5,11 +5,13 @@
  *     moments (during the resume's log handling among them) leave every row up to the
  *     checkpoint's step; a resume cuts the rows after it at a line boundary;
  *   - a write error while logging (a file size limit, as a full disk) stops the run with
- *     exit 1, whole log lines only, naming the last checkpoint as intact; it resumes;
+ *     exit 1, whole log lines only, naming the last checkpoint as intact; it resumes; the
+ *     same under a shell's `ulimit -f` (SIGXFSZ at its default action: ignored);
  *   - one run per directory: a second process on a running run's directory is refused at
  *     once (exit 2, naming the directory and the holder's pid); a new run into a directory
  *     holding another run's checkpoints is refused unless --force (which replaces them);
- *     --resume A --out B with B holding another run is refused naming both;
+ *     --resume A --out B with B holding another run is refused naming both; the
+ *     temporaries of killed saves are removed when a run starts or resumes (mha-g2p too);
  *   - checkpoints carry a CRC-32C of every tensor and of the metadata: a flipped data
  *     byte, two same-shape tensors swapped, an edited vocabulary of the same size are
  *     refused (exit 2) by sample and --resume naming what is wrong; a bad training state
@@ -343,6 +345,38 @@ static void rundir_save_error(void **state)
     assert_file_contains("h.err", "g/checkpoint.safetensors (step 10), is intact");
 }
 
+/* The same limits set as a shell's `ulimit -f` sets them, SIGXFSZ left at its default action
+ * (which ends a process at its first write past the limit): the programs ignore it, so the
+ * write fails and is reported as above — exit 1, naming the file and the intact last
+ * checkpoint, whole log rows only, no temporary left. (Before, the signal killed them with
+ * no message, a torn last log row and the temporary of the save left behind.) */
+static void rundir_fsize_signal(void **state)
+{
+    (void)state;
+    write_small_text();
+    int rc = run_prog_fsize(MHA_GPT_EXE, "full", "train --data small.txt --layers 1 --heads 2 "
+                            "--dim 8 --context 8 --batch 4 --eval-batches 2 --threads 1 "
+                            "--sample-chars 0 --steps 3000 --warmup 10 --eval-every 1000 "
+                            "--ckpt-every 100 --out o", TIMEOUT, 40000);
+    assert_int_equal(rc, 1);
+    assert_file_contains("full.err", "cannot write o/train_log.csv");
+    assert_file_contains("full.err", "is intact");
+    const size_t rows = log_rows("o/train_log.csv"); /* fails on a torn row */
+    assert_true(rows < 3000 && ckpt_step("o/checkpoint.safetensors") <= rows);
+
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("g", "train " G2P_TINY " --steps 10 --eval-every 5 --out g"), 0);
+    rc = run_prog_fsize(MHA_G2P_EXE, "h", "train --resume g/checkpoint.safetensors --steps 20 "
+                        "--eval-every 100", TIMEOUT, 20000);
+    assert_int_equal(rc, 1);
+    assert_file_contains("h.err", "cannot write g/checkpoint.safetensors");
+    assert_file_contains("h.err", "g/checkpoint.safetensors (step 10), is intact");
+    assert_true(log_rows("g/train_log.csv") >= 10);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls '%s/g' | grep -q '\\.tmp\\.'", tmpdir);
+    assert_int_not_equal(system(cmd), 0); /* no temporary left */
+}
+
 
 /* ---- pictures of short runs ------------------------------------------------------------ */
 
@@ -521,6 +555,40 @@ static void rundir_g2p(void **state)
     assert_file_contains("e.err", "p/");
     assert_int_equal(g2p("f", "train " G2P_TINY " --steps 10 --eval-every 5 --out o --force"),
                      0);
+}
+
+/* mha-g2p removes the temporaries of killed saves as mha-gpt does: a resume (and a new run)
+ * finds "checkpoint.safetensors.tmp.<pid>" and "best.safetensors.tmp.<pid>" of a process
+ * that is gone and removes them; a live process's temporary and unrelated files stay.
+ * (Before, they were left in the run directory for good.) */
+static void rundir_g2p_stale_temporaries(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train " G2P_TINY " --steps 20 --eval-every 5 --stop-after 10 "
+                              "--out g"), 0);
+    pid_t gone = fork(); /* a pid that no process has (any more) */
+    assert_true(gone >= 0);
+    if (gone == 0)
+        _exit(0);
+    assert_int_equal(wait_prog(gone), 0);
+    char dead_ck[128], dead_best[128], live_ck[128];
+    snprintf(dead_ck, sizeof dead_ck, "g/checkpoint.safetensors.tmp.%ld", (long)gone);
+    snprintf(dead_best, sizeof dead_best, "g/best.safetensors.tmp.%ld", (long)gone);
+    snprintf(live_ck, sizeof live_ck, "g/checkpoint.safetensors.tmp.%ld", (long)getpid());
+    const char *const keep[] = {live_ck, "g/checkpoint.safetensors.tmp.x1",
+                                "g/checkpoint.safetensors.bak", "g/notes.tmp.1"};
+    write_file(dead_ck, "x", 1);
+    write_file(dead_best, "x", 1);
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        write_file(keep[i], "x", 1);
+    assert_int_equal(g2p("b", "train --resume g/checkpoint.safetensors"), 0);
+    assert_false(file_exists(dead_ck));
+    assert_false(file_exists(dead_best));
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        if (!file_exists(keep[i]))
+            fail_msg("%s was removed", keep[i]);
+    assert_int_equal(ckpt_step("g/checkpoint.safetensors"), 20);
 }
 
 /* ---- checksums and the state of a checkpoint ------------------------------------------- */
@@ -759,10 +827,13 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_log_write_error, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_save_error, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_fsize_signal, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_two_runs_one_dir, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_resume_foreign, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_g2p, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_g2p_stale_temporaries, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_one_point_charts_end, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_checksums_refuse_corruption, tmpdir_setup,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,12 @@ static int usage_quiet = 0;
 void cli_set_program(const char *name)
 {
     prog = name;
+}
+
+void cli_start_program(const char *name)
+{
+    cli_set_program(name);
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG: reported */
 }
 
 void cli_set_usage_quiet(int quiet)
@@ -53,6 +60,16 @@ void cli_die(int code, const char *fmt, ...)
     fprintf(stderr, "\n");
     va_end(ap);
     exit(code);
+}
+
+void cli_flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return;
+    /* stdio keeps what it could not write and tries again: the flush names the cause */
+    cli_die(CLI_EXIT_RUNTIME, "cannot write standard output: %s",
+            errno ? strerror(errno) : "a write failed");
 }
 
 void cli_check(int st, const char *what)

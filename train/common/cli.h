@@ -103,6 +103,11 @@ const char *cli_former_name(const char *name);
 
 /* The program name of every message ("mha-train"); static storage, not copied. */
 void cli_set_program(const char *name);
+/* The start of every program: cli_set_program(name), and SIGXFSZ ignored, so that a write
+ * past a file size limit (`ulimit -f`) fails with EFBIG and is reported like a full disk
+ * (a message naming the file, exit CLI_EXIT_RUNTIME, the last checkpoint intact) instead
+ * of killing the process silently in the middle of a write. */
+void cli_start_program(const char *name);
 /* quiet: cli_die_usage exits with CLI_EXIT_USAGE without a message (the ranks of an MPI
  * job other than 0: all parse the same options, and rank 0 says what is wrong). */
 void cli_set_usage_quiet(int quiet);
@@ -112,6 +117,11 @@ const char *cli_program(void);
 void cli_die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* "<prog>: <message>" on stderr, exit `code`. */
 void cli_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* For a command whose results go to stdout, once they are printed: flush stdout and check
+ * every write to it (ferror), so that output lost to a full disk or a failing device is not
+ * taken for success: "cannot write standard output: <why>" and exit CLI_EXIT_RUNTIME. stdout
+ * stays open. */
+void cli_flush_stdout(void);
 /* cli_die(CLI_EXIT_RUNTIME, "<what>: <mha_strerror(st)>") unless st == MHA_OK. */
 void cli_check(int st, const char *what);
 

@@ -160,7 +160,7 @@ void dist_init(int *argc, char ***argv, const char *name)
 {
     (void)argc;
     (void)argv;
-    cli_set_program(name);
+    cli_start_program(name);
 }
 void dist_finalize(void) {}
 int dist_with_mpi(void) { return 0; }
@@ -209,7 +209,7 @@ void dist_init(int *argc, char ***argv, const char *name)
         if (!freopen("/dev/null", "w", stdout)) /* rank 0 alone prints results */
             fprintf(stderr, "%s: cannot silence stdout\n", label);
     }
-    cli_set_program(label);
+    cli_start_program(label);
     cli_set_usage_quiet(g_rank != 0);
     if (provided < MPI_THREAD_FUNNELED) {
         fprintf(stderr, "%s: this MPI does not support OpenMP threads beside MPI calls "

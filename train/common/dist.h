@@ -33,10 +33,10 @@
 #include "mha_gpt.h"
 
 /* Initialise (MPI_Init_thread when built with MPI) and learn this process's rank and the
- * number of ranks. Ranks other than 0 get stdout redirected to /dev/null and the program
- * name `name` suffixed with " (rank r)" for their messages (cli_set_program), and exit
- * silently on a bad option (cli_set_usage_quiet: rank 0 reports it). Exit 1 if MPI cannot
- * be initialised. */
+ * number of ranks; start the program (cli_start_program: its name, SIGXFSZ ignored). Ranks
+ * other than 0 get stdout redirected to /dev/null and the program name `name` suffixed
+ * with " (rank r)" for their messages, and exit silently on a bad option
+ * (cli_set_usage_quiet: rank 0 reports it). Exit 1 if MPI cannot be initialised. */
 void dist_init(int *argc, char ***argv, const char *name);
 /* MPI_Finalize (when built with MPI). Call once, on the normal return path of main. */
 void dist_finalize(void);

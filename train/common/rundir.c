@@ -18,6 +18,7 @@
 
 #include <cJSON.h>
 
+#include "ckpt.h"
 #include "cli.h"
 
 void rundir_lock(const char *dir)
@@ -223,5 +224,10 @@ void rundir_claim(const char *dir, const char *const *files, size_t n, const cha
         if (unlink(path) != 0)
             cli_die(CLI_EXIT_USAGE, "--force: cannot remove %s: %s", path, strerror(errno));
         fprintf(stderr, "%s: --force: removed %s (another run's)\n", cli_program(), path);
+    }
+    for (size_t i = 0; i < n; i++) { /* temporaries of killed saves (the lock is held) */
+        char path[CLI_PATH_CAP + 64];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        ckpt_remove_stale(path);
     }
 }

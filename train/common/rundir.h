@@ -2,7 +2,8 @@
  * rundir — one run per output directory (mha-gpt train, mha-g2p train).
  *
  *   rundir_lock(dir);                       // exit 2 if another process runs there
- *   rundir_claim(dir, files, n, resume, id, force);  // exit 2 if it holds another run
+ *   rundir_claim(dir, files, n, resume, id, force);  // exit 2 if it holds another run;
+ *                                                    // stale temporaries of saves removed
  *
  * A run is named by a run id (16 hex digits, drawn at its start, kept across --resume)
  * stored in the metadata of its checkpoints ("run_id"). Checkpoints written before run ids
@@ -41,6 +42,9 @@ int rundir_id_valid(const char *s);
  *    the same run — the same run id, or, when either has none, in the same directory as
  *    `resume` — unless force.
  * With force, the files of the other run are removed (the new run writes its own).
+ * Then the temporaries that killed saves of these files left in dir are removed
+ * (ckpt_remove_stale: "<file>.tmp.<pid>" of a process that is gone), so every program that
+ * claims its directory cleans up after a save that was killed (kill -9, a power cut).
  */
 void rundir_claim(const char *dir, const char *const *files, size_t n, const char *resume,
                   const char *resume_id, int force);

@@ -108,6 +108,34 @@ static long spell(const g2p_vocab *src, char *word, int32_t *ids, size_t cap, si
     return n;
 }
 
+enum { SHOWN_BYTES = 64 }; /* of a word in a message */
+
+/* word[len] as a message shows it, into buf[cap] (cap >= 2 * SHOWN_BYTES + 40): quoted, a
+ * NUL byte written \0; a word of more than SHOWN_BYTES bytes cut after its first
+ * SHOWN_BYTES (up to 3 fewer, to end on a whole UTF-8 character), followed by "..." and
+ * its length — 'ABC...' (1048576 bytes) — so a huge line of input gives a short message. */
+static const char *shown_word(const char *word, size_t len, char *buf, size_t cap)
+{
+    size_t keep = len;
+    if (len > SHOWN_BYTES) {
+        keep = SHOWN_BYTES;
+        while (keep > SHOWN_BYTES - 3 && ((unsigned char)word[keep] & 0xC0) == 0x80)
+            keep--; /* word[keep] continues a character: end before that character */
+    }
+    size_t o = 0;
+    buf[o++] = '\'';
+    for (size_t i = 0; i < keep; i++) {
+        if (word[i] == '\0')
+            buf[o++] = '\\';
+        buf[o++] = word[i] == '\0' ? '0' : word[i];
+    }
+    if (keep < len)
+        snprintf(buf + o, cap - o, "...' (%zu bytes)", len);
+    else
+        snprintf(buf + o, cap - o, "'");
+    return buf;
+}
+
 /* Bytes of the longest symbol of v. */
 static size_t longest_symbol(const g2p_vocab *v)
 {
@@ -143,21 +171,32 @@ static int cmd_pronounce(int argc, char **argv)
         cli_die_usage("--nbest %zu is above --beam %zu", cfg.nbest, cfg.beam);
     size_t cap = n;
     char **list = words;
+    char shown[2 * SHOWN_BYTES + 40];
+    int bad_any = 0;
     if (n == 0) { /* one word per line on stdin */
         list = NULL;
         cap = 0;
         char *line = NULL;
-        size_t lcap = 0;
+        size_t lcap = 0, lineno = 0;
         ssize_t got;
         while ((got = getline(&line, &lcap, stdin)) >= 0) {
+            lineno++;
             while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r' ||
                                line[got - 1] == ' ' || line[got - 1] == '\t'))
                 line[--got] = 0;
             char *w = line;
-            while (*w == ' ' || *w == '\t')
+            while (w < line + got && (*w == ' ' || *w == '\t'))
                 w++;
-            if (!*w)
+            const size_t wlen = (size_t)(line + got - w);
+            if (wlen == 0)
                 continue;
+            if (memchr(w, '\0', wlen)) { /* a C string would end there: refused, not cut */
+                fprintf(stderr, "%s: line %zu: word %s: a NUL byte is not in the model's "
+                        "alphabet\n", cli_program(), lineno, shown_word(w, wlen, shown,
+                                                                       sizeof shown));
+                bad_any = 1;
+                continue;
+            }
             if (n == cap) {
                 cap = cap ? 2 * cap : 1024;
                 list = realloc(list, cap * sizeof *list);
@@ -181,21 +220,21 @@ static int cmd_pronounce(int argc, char **argv)
     size_t *lens = calloc(n + 1, sizeof *lens), *ok = calloc(n + 1, sizeof *ok), m = 0;
     if (!ids || !srcs || !lens || !ok)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    int bad_any = 0;
     for (size_t i = 0; i < n; i++) {
         size_t bad = 0;
         long k = spell(&r.src, list[i], ids + m * S, S, &bad);
+        shown_word(list[i], strlen(list[i]), shown, sizeof shown);
         if (k == G2P_ENC_BADUTF8 || k == G2P_ENC_UNKNOWN) {
-            fprintf(stderr, "mha-g2p: word '%s': character '%.*s' is not in the model's "
-                    "alphabet\n", list[i], 1 + (int)(((unsigned char)list[i][bad] >= 0xC0) +
-                    ((unsigned char)list[i][bad] >= 0xE0) + ((unsigned char)list[i][bad] >= 0xF0)),
+            const unsigned char c = (unsigned char)list[i][bad];
+            fprintf(stderr, "%s: word %s: character '%.*s' is not in the model's alphabet\n",
+                    cli_program(), shown, 1 + (c >= 0xC0) + (c >= 0xE0) + (c >= 0xF0),
                     list[i] + bad);
             bad_any = 1;
             continue;
         }
         if (k == 0 || (size_t)k > S) {
-            fprintf(stderr, "mha-g2p: word '%s': %s (the model reads at most %zu)\n", list[i],
-                    k == 0 ? "empty" : "too long", S);
+            fprintf(stderr, "%s: word %s: %s (the model reads at most %zu)\n", cli_program(),
+                    shown, k == 0 ? "empty" : "too long", S);
             bad_any = 1;
             continue;
         }
@@ -231,7 +270,7 @@ static int cmd_pronounce(int argc, char **argv)
                 printf("  # logprob %.4f", lp[o]);
             putchar('\n');
         }
-    fflush(stdout);
+    cli_flush_stdout(); /* exit 1 if the pronunciations could not be written */
     free(buf);
     g2p_decoder_free(&d);
     g2p_run_destroy(&r);

@@ -143,8 +143,7 @@ static int sample_main(int argc, char **argv, int first)
     if (glen ? gen[glen - 1] != '\n' : cfg.prompt[strlen(cfg.prompt) - 1] != '\n')
         putchar('\n');
     free(gen);
-    if (fflush(stdout) != 0)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write the output");
+    cli_flush_stdout();
     free(ids);
     text_vocab_free(voc);
     gpt_run_destroy(&r);

@@ -264,8 +264,9 @@ static double step_flops(const gpt_run_config *c, size_t V)
     return 3 * fwd_per_token * (double)c->batch * T;
 }
 
-/* Paths of the run's files in --out, the stale temporaries removed, the signals caught,
- * the log opened (a resumed run's rows read back into the history). */
+/* Paths of the run's files in --out (the stale temporaries of saves were removed when the
+ * directory was claimed: rundir_claim), the signals caught, the log opened (a resumed run's
+ * rows read back into the history). */
 static void open_outputs(trainer *t, report_csv *csv)
 {
     const gpt_run_config *c = &t->cfg;
@@ -277,10 +278,6 @@ static void open_outputs(trainer *t, report_csv *csv)
     snprintf(t->sum_path, sizeof t->sum_path, "%s/summary.json", c->out);
     snprintf(t->svg_path, sizeof t->svg_path, "%s/loss.svg", c->out);
     snprintf(t->smp_path, sizeof t->smp_path, "%s/sample.txt", c->out);
-    if (t->rank0) {
-        ckpt_remove_stale(t->ckpt_path); /* temporaries of killed saves */
-        ckpt_remove_stale(t->best_path);
-    }
     report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
     t->last_ckpt = c->resume[0] ? c->resume : NULL;

@@ -36,7 +36,7 @@
 int main(int argc, char **argv)
 {
     const double t_start = report_now();
-    cli_set_program("mha-train");
+    cli_start_program("mha-train");
     run_config cfg;
     resume_info ri;
     int n_threads = 0;

@@ -205,7 +205,6 @@ static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size
         tl->t_eval += report_now() - t;
         tl->n_eval++;
     }
-    ckpt_remove_stale(tl->ckpt_path); /* temporaries of killed saves */
     report_catch_stop_signals();
     report_csv_open(&tl->csv, tl->csv_path, CSV_HEADER, CSV_FMTS, &rs->hist, rs->step);
 
