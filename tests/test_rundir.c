@@ -19,6 +19,7 @@
  *     without checksums (from before them) still samples and resumes. */
 #include "test_util.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +282,136 @@ static void rundir_incomplete_log_kept(void **state)
     free(log);
 }
 
+/* Remove the file at path (relative to tmpdir); fails the test if it cannot. */
+static void remove_file(const char *path)
+{
+    char full[512];
+    snprintf(full, sizeof full, "%s/%s", tmpdir, path);
+    if (unlink(full) != 0)
+        fail_msg("cannot remove %s: %s", full, strerror(errno));
+}
+
+/* The log at path holds rows first..last, consecutive whole lines after its header (a
+ * step-0 row skipped); into *first (0 if none) and the return value (last). */
+static size_t log_span(const char *path, size_t *first)
+{
+    size_t len;
+    char *t = slurp(path, &len);
+    assert_non_null(t);
+    if (len == 0 || t[len - 1] != '\n')
+        fail_msg("%s does not end with a whole line (%zu bytes)", path, len);
+    char *line = strchr(t, '\n');
+    assert_non_null(line);
+    size_t last = 0;
+    *first = 0;
+    for (line++; *line; line = strchr(line, '\n') + 1) {
+        unsigned long long s = strtoull(line, NULL, 10);
+        if (s == 0 && last == 0)
+            continue;
+        if (*first == 0)
+            *first = (size_t)s;
+        else if (s != last + 1)
+            fail_msg("%s: step %llu follows step %zu", path, s, last);
+        last = (size_t)s;
+    }
+    free(t);
+    return last;
+}
+
+/* A run resumed into a new --out, then resumed there again and again: its log there keeps
+ * every row since it came (none moved aside, none lost), its rows before that copied from
+ * the log beside the checkpoint it came from, or, when that log is gone, unknown (the log
+ * starts after that step). (Before: each later resume renamed the log to
+ * train_log.csv.incomplete, replacing the one the resume before kept: rows 101..200 were
+ * lost.) */
+static void rundir_resume_new_out_history(void **state)
+{
+    (void)state;
+    write_small_text();
+    assert_int_equal(gpt("a", "train " TINY " --steps 100 --warmup 2 --eval-every 50 "
+                              "--ckpt-every 100 --out A"), 0);
+    char *a_log = slurp("A/train_log.csv", NULL);
+    assert_non_null(a_log);
+    assert_int_equal(gpt("b", "train --resume A/checkpoint.safetensors --out B --steps 200"), 0);
+    assert_int_equal(gpt("c", "train --resume B/checkpoint.safetensors --steps 300"), 0);
+    assert_int_equal(gpt("d", "train --resume B/checkpoint.safetensors --steps 400"), 0);
+    assert_int_equal(log_rows("B/train_log.csv"), 400);
+    char *b_log = slurp("B/train_log.csv", NULL);
+    assert_non_null(b_log);
+    assert_memory_equal(a_log, b_log, strlen(a_log)); /* A's history, as A logged it */
+    free(a_log);
+    free(b_log);
+    assert_false(file_exists("B/train_log.csv.incomplete"));
+
+    /* A's log gone: rows 1..100 unknown, B's log starts at 101 and keeps growing */
+    remove_file("A/train_log.csv");
+    assert_int_equal(gpt("e", "train --resume A/checkpoint.safetensors --out C --steps 200"), 0);
+    assert_int_equal(gpt("f", "train --resume C/checkpoint.safetensors --steps 300"), 0);
+    assert_int_equal(gpt("g", "train --resume C/checkpoint.safetensors --steps 400"), 0);
+    size_t first;
+    assert_int_equal(log_span("C/train_log.csv", &first), 400);
+    assert_int_equal(first, 101);
+    assert_false(file_exists("C/train_log.csv.incomplete"));
+    assert_file_contains("C/loss.svg", "<svg");
+}
+
+/* A log in --out of another run is never taken as this run's history: resuming A into B
+ * with --force moves B's log aside (its bytes kept) and B's new log holds A's rows; a B
+ * that holds only another run's log (no checkpoint) is refused without --force, naming
+ * it, and left as it was. (Before: B's rows 1..S were kept as A's history.) */
+static void rundir_log_of_other_run(void **state)
+{
+    (void)state;
+    write_small_text();
+    const char *run = "train " TINY " --steps 10 --warmup 1 --eval-every 5 --out ";
+    char args[512];
+    snprintf(args, sizeof args, "%sA", run);
+    assert_int_equal(gpt("a", args), 0);
+    snprintf(args, sizeof args, "%sB --seed 7", run);
+    assert_int_equal(gpt("b", args), 0);
+    char *a_log = slurp("A/train_log.csv", NULL), *b_log = slurp("B/train_log.csv", NULL);
+    assert_non_null(a_log);
+    assert_non_null(b_log);
+    assert_int_equal(gpt("f", "train --resume A/checkpoint.safetensors --steps 20 --out B "
+                              "--force"), 0);
+    assert_file_contains("f.err", "moved to B/train_log.csv.other");
+    char *moved = slurp("B/train_log.csv.other", NULL), *now = slurp("B/train_log.csv", NULL);
+    assert_non_null(moved);
+    assert_non_null(now);
+    assert_string_equal(moved, b_log);
+    assert_memory_equal(now, a_log, strlen(a_log)); /* A's rows 1..10, not B's */
+    assert_int_equal(log_rows("B/train_log.csv"), 20);
+    free(moved);
+    free(now);
+
+    /* D: only another run's log (its checkpoints removed) */
+    snprintf(args, sizeof args, "%sD --seed 9", run);
+    assert_int_equal(gpt("d", args), 0);
+    remove_file("D/checkpoint.safetensors");
+    remove_file("D/best.safetensors");
+    char *d_log = slurp("D/train_log.csv", NULL);
+    assert_non_null(d_log);
+    assert_int_equal(gpt("x", "train --resume A/checkpoint.safetensors --steps 20 --out D"), 2);
+    assert_file_contains("x.err", "D/train_log.csv is the log of another run");
+    now = slurp("D/train_log.csv", NULL);
+    assert_non_null(now);
+    assert_string_equal(now, d_log);
+    free(now);
+    assert_int_equal(gpt("y", "train --resume A/checkpoint.safetensors --steps 20 --out D "
+                              "--force"), 0);
+    moved = slurp("D/train_log.csv.other", NULL);
+    assert_non_null(moved);
+    assert_string_equal(moved, d_log);
+    now = slurp("D/train_log.csv", NULL);
+    assert_non_null(now);
+    assert_memory_equal(now, a_log, strlen(a_log));
+    free(moved);
+    free(now);
+    free(a_log);
+    free(b_log);
+    free(d_log);
+}
+
 /* A write error while logging (a 40 kB file size limit: the checkpoints of this small
  * model fit, the log grows past it) stops the run at once with exit 1, naming the log and
  * the last checkpoint, which is intact; the log holds whole rows only; the run resumes
@@ -513,7 +644,7 @@ static void rundir_resume_foreign(void **state)
     free(log0);
     free(log1);
     assert_int_equal(gpt("y", "train --resume a/checkpoint.safetensors --steps 20 --out c"), 0);
-    assert_int_equal(count_lines("c/train_log.csv"), 11); /* the header, steps 11..20 */
+    assert_int_equal(log_rows("c/train_log.csv"), 20); /* a's rows 1..10, then 11..20 */
     assert_int_equal(gpt("z", "train --resume a/best.safetensors --steps 20"), 0);
     assert_file_contains("z.out", "resumed from a/best.safetensors at step 10");
     /* with --force, b's run is replaced by a's continuation */
@@ -825,6 +956,10 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_incomplete_log_kept, tmpdir_setup,
                                         tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_resume_new_out_history, tmpdir_setup,
+                                        tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(rundir_log_of_other_run, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_log_write_error, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_save_error, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_fsize_signal, tmpdir_setup, tmpdir_teardown),
@@ -844,5 +979,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(rundir_signal_acknowledged, tmpdir_setup,
                                         tmpdir_teardown),
     };
+    const char *only = getenv("MHA_TEST_FILTER"); /* e.g. "rundir_log_*": those tests alone */
+    if (only && only[0])
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "rundir.h"
 #include "mha.h"
 #include "mha_safetensors.h"
 #include "svg.h"
@@ -27,6 +28,20 @@ void report_history_init(report_history *h, size_t cols)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     for (size_t c = 0; c < cols; c++)
         h->init[c] = NAN;
+}
+
+void report_history_absent(report_history *h, uint64_t steps)
+{
+    h->n = h->absent = 0;
+    double *row = malloc(h->cols * sizeof(double));
+    if (!row)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t c = 0; c < h->cols; c++)
+        row[c] = NAN;
+    for (uint64_t s = 0; s < steps; s++)
+        report_history_push(h, row);
+    free(row);
+    h->absent = (size_t)steps;
 }
 
 void report_history_free(report_history *h)
@@ -168,7 +183,8 @@ size_t report_remove_stale_numbered(const char *dir, const char *prefix, size_t 
 }
 
 /* A new log at path holding the header, the step-0 row when h->init has a value, and the
- * rows of h (steps 1..h->n), written to a temporary and renamed. Returns its size. */
+ * rows of h it knows (steps h->absent + 1..h->n), written to a temporary and renamed.
+ * Returns its size. */
 static long long csv_new(const report_csv *c, const char *header, const report_history *h)
 {
     enum { ROW_CAP = 64 * 32 }; /* format_row's bound for one row */
@@ -184,7 +200,7 @@ static long long csv_new(const report_csv *c, const char *header, const report_h
         has_init |= isfinite(h->init[k]) != 0;
     if (has_init)
         n += format_row(c, buf + n, ROW_CAP, 0, h->init, h->cols);
-    for (size_t i = 0; i < h->n; i++)
+    for (size_t i = h->absent; i < h->n; i++)
         n += format_row(c, buf + n, ROW_CAP, i + 1, h->v + i * h->cols, h->cols);
     report_write_file(c->path, buf, n);
     free(buf);
@@ -194,7 +210,7 @@ static long long csv_new(const report_csv *c, const char *header, const report_h
 /* How the first line of an old log compares with this run's header: CSV_SAME, CSV_OLDER
  * (the header of a log written before the last columns were added: `header` begins with
  * it and a comma; *old_cols gets its number of value columns) or CSV_OTHER. */
-enum { CSV_SAME, CSV_OLDER, CSV_OTHER };
+enum { CSV_SAME, CSV_OLDER, CSV_OTHER, CSV_AFTER };
 static int csv_header_kind(const char *line, const char *header, size_t *old_cols)
 {
     if (strcmp(line, header) == 0)
@@ -209,9 +225,12 @@ static int csv_header_kind(const char *line, const char *header, size_t *old_col
 }
 
 /* Read the rows 0..step of the log at path (f open) into h (see report_csv_open); the
- * offset just after the row of `step` into *keep. Returns CSV_SAME if the log holds every
- * row up to `step` under this header, CSV_OLDER if it does under an older header (the
- * columns it lacks are NaN in h), else CSV_OTHER (h then empty). */
+ * offset just after the row of `step` into *keep. The log's rows are consecutive from its
+ * first one, step k + 1 (a run that came to its directory at step k), up to `step`: h gets
+ * rows 1..step, the first k NaN (h->absent = k). Returns CSV_SAME if the log holds every
+ * row from its first up to `step` under this header, CSV_OLDER if it does under an older
+ * header (the columns it lacks are NaN in h), CSV_AFTER if its first row is after `step`,
+ * else CSV_OTHER (h then empty in both cases). */
 static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_t step,
                          long long *keep)
 {
@@ -223,7 +242,7 @@ static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_
     ssize_t len;
     long long off = 0;
     uint64_t expect = 1;
-    int first = 1, ok = 0, kind = CSV_OTHER;
+    int first = 1, ok = 0, after = 0, kind = CSV_OTHER;
     while (expect <= step && (len = getline(&line, &cap, f)) > 0) {
         off += len;
         if (line[len - 1] != '\n')
@@ -245,6 +264,14 @@ static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_
             memcpy(h->init, row, h->cols * sizeof(double));
             continue;
         }
+        if (h->n == 0 && s > expect) { /* the first row of a run that came here at s - 1 */
+            if (s > step) {
+                after = 1;
+                break;
+            }
+            report_history_absent(h, s - 1);
+            expect = s;
+        }
         if (s != expect)
             break;
         report_history_push(h, row);
@@ -256,13 +283,108 @@ static int csv_read_back(FILE *f, const char *header, report_history *h, uint64_
     }
     free(line);
     free(row);
-    if (!ok)
-        h->n = 0;
-    return ok ? kind : CSV_OTHER;
+    if (!ok) {
+        h->n = h->absent = 0;
+        for (size_t k = 0; k < h->cols; k++)
+            h->init[k] = NAN;
+    }
+    return ok ? kind : after && kind != CSV_OTHER ? CSV_AFTER : CSV_OTHER;
+}
+
+/* ---- whose log: the run id beside it ---------------------------------------------------- */
+
+/* The file beside the log at path that names its run: "<path>.run", one line, the run id. */
+static void sidecar_path(const char *path, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s.run", path);
+}
+
+/* The run id the sidecar of log `path` names: 1 and id set; 0 if it has none (a log from
+ * before run ids were written beside logs, or a sidecar that cannot be read). */
+static int log_run_id(const char *path, char id[RUNDIR_ID_CAP])
+{
+    char sc[CLI_PATH_CAP + 80], buf[64] = "";
+    sidecar_path(path, sc, sizeof sc);
+    FILE *f = fopen(sc, "r");
+    if (!f)
+        return 0;
+    const int ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+    if (!ok || !rundir_id_valid(buf))
+        return 0;
+    snprintf(id, RUNDIR_ID_CAP, "%s", buf);
+    return 1;
+}
+
+/* 1 if a and b name the same existing file or directory. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* Rename the log at path (and its sidecar) to the first free name of "<path>.<tag>",
+ * "<path>.<tag>.2", "<path>.<tag>.3", ...: a file kept aside earlier is never replaced
+ * (the run directory is locked: nothing else names files there meanwhile). The name
+ * into aside[cap]. Exit 1 if it cannot be renamed. */
+static void move_aside(const char *path, const char *tag, char *aside, size_t cap)
+{
+    struct stat sb;
+    for (unsigned k = 1;; k++) {
+        if (k == 1)
+            snprintf(aside, cap, "%s.%s", path, tag);
+        else
+            snprintf(aside, cap, "%s.%s.%u", path, tag, k);
+        if (lstat(aside, &sb) != 0 && errno == ENOENT)
+            break;
+        if (k == 100000)
+            cli_die(CLI_EXIT_RUNTIME, "cannot find a free name to keep %s aside (%s)", path,
+                    aside);
+    }
+    if (rename(path, aside) != 0)
+        cli_die(CLI_EXIT_RUNTIME, "cannot rename %s to %s: %s", path, aside, strerror(errno));
+    char from[CLI_PATH_CAP + 80], to[CLI_PATH_CAP + 160];
+    sidecar_path(path, from, sizeof from);
+    sidecar_path(aside, to, sizeof to);
+    if (rename(from, to) != 0 && errno != ENOENT)
+        cli_die(CLI_EXIT_RUNTIME, "cannot rename %s to %s: %s", from, to, strerror(errno));
+}
+
+/* Write the sidecar of the log at path: it belongs to run `id`. After the log itself was
+ * made: a kill in between leaves a log that is refused as another run's (or taken as
+ * one from before run ids), never another run's log taken as this run's. */
+static void write_sidecar(const char *path, const char *id)
+{
+    char sc[CLI_PATH_CAP + 80], buf[RUNDIR_ID_CAP + 1];
+    sidecar_path(path, sc, sizeof sc);
+    const int n = snprintf(buf, sizeof buf, "%s\n", id);
+    report_write_file(sc, buf, (size_t)n);
+}
+
+/* Read the rows up to `step` of the log at path into h (rows 1..step: those before the
+ * log's first row NaN) and its step-0 row into h->init; see csv_read_back. Returns its
+ * kind (CSV_OTHER when it cannot be read whole up to `step`, h then empty). */
+static int csv_read_path(const char *path, const char *header, report_history *h,
+                         uint64_t step, long long *keep)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (errno != ENOENT)
+            cli_die(CLI_EXIT_RUNTIME, "cannot read %s: %s", path, strerror(errno));
+        return CSV_OTHER;
+    }
+    const int kind = csv_read_back(f, header, h, step, keep);
+    const int rd_err = ferror(f);
+    fclose(f);
+    if (rd_err)
+        cli_die(CLI_EXIT_RUNTIME, "cannot read %s", path);
+    return kind;
 }
 
 void report_csv_open(report_csv *c, const char *path, const char *header,
-                     const char *const *fmts, report_history *h, uint64_t step)
+                     const char *const *fmts, report_history *h, uint64_t step,
+                     const char *run_id, const char *resume, int force)
 {
     snprintf(c->path, sizeof c->path, "%s", path);
     c->fmts = fmts;
@@ -270,17 +392,41 @@ void report_csv_open(report_csv *c, const char *path, const char *header,
     c->good = 0;
     c->on_fail = NULL;
     c->ctx = NULL;
-    FILE *old = step > 0 ? fopen(path, "r") : NULL;
-    if (!old && step > 0 && errno != ENOENT)
+    char dir[CLI_PATH_CAP + 64], rdir[CLI_PATH_CAP] = "", from[2 * CLI_PATH_CAP + 80] = "";
+    cli_dirname(path, dir, sizeof dir);
+    if (resume && resume[0]) {
+        cli_dirname(resume, rdir, sizeof rdir);
+        const char *base = strrchr(path, '/');
+        snprintf(from, sizeof from, "%s/%s", rdir, base ? base + 1 : path);
+    }
+    const int same_dir = rdir[0] && same_file(rdir, dir);
+    struct stat sb;
+    int exists = stat(path, &sb) == 0;
+    if (!exists && errno != ENOENT)
         cli_die(CLI_EXIT_RUNTIME, "cannot read %s: %s", path, strerror(errno));
-    int kept = 0; /* the old log goes on */
-    if (old) {
-        long long keep = 0;
-        const int kind = csv_read_back(old, header, h, step, &keep);
-        const int rd_err = ferror(old);
-        fclose(old);
-        if (rd_err)
-            cli_die(CLI_EXIT_RUNTIME, "cannot read %s", path);
+    char theirs[RUNDIR_ID_CAP] = "", aside[CLI_PATH_CAP + 96];
+    const int has_id = exists && log_run_id(path, theirs);
+    /* whose log: the run its sidecar names; one without (from before run ids were written
+     * beside logs) is the run's whose checkpoint is resumed from this directory */
+    if (exists && (has_id ? strcmp(theirs, run_id) != 0 : !(step > 0 && same_dir))) {
+        char who[64] = "no run id";
+        if (has_id)
+            snprintf(who, sizeof who, "run %s", theirs);
+        if (step > 0 && !force)
+            cli_die(CLI_EXIT_USAGE, "cannot resume %s (run %s) into --out %s: %s is the log "
+                    "of another run (%s), and the two histories would be mixed; choose "
+                    "another --out (or none: the checkpoint's own directory), or give --force "
+                    "to move that log aside", resume, run_id, dir, path, who);
+        /* a new run's log starts afresh: the old one is kept aside, never replaced */
+        move_aside(path, "other", aside, sizeof aside);
+        fprintf(stderr, "%s: note: %s is the log of another run (%s): moved to %s\n",
+                cli_program(), path, who, aside);
+        exists = 0;
+    }
+    int kept = 0; /* the log in --out goes on */
+    long long keep = 0;
+    if (exists && step > 0) {
+        const int kind = csv_read_path(path, header, h, step, &keep);
         if (kind == CSV_OLDER) {
             /* a log from before the last columns were added: rewritten whole under the new
              * header (a temporary renamed over it), the new columns empty up to `step` */
@@ -294,20 +440,32 @@ void report_csv_open(report_csv *c, const char *path, const char *header,
                         (unsigned long long)step, strerror(errno));
             c->good = keep;
             kept = 1;
-        } else {
-            char aside[CLI_PATH_CAP + 80];
-            snprintf(aside, sizeof aside, "%s.incomplete", path);
-            if (rename(path, aside) != 0)
-                cli_die(CLI_EXIT_RUNTIME, "cannot rename %s to %s: %s", path, aside,
-                        strerror(errno));
-            fprintf(stderr, "%s: note: %s does not hold every step up to the checkpoint's "
-                    "step %llu: kept as %s; the new log starts after step %llu\n",
-                    cli_program(), path, (unsigned long long)step, aside,
+        } else if (kind != CSV_AFTER) { /* CSV_AFTER: every row is after the checkpoint's
+                                          * step: all cut, as rows after it always are */
+            move_aside(path, "incomplete", aside, sizeof aside);
+            fprintf(stderr, "%s: note: %s does not hold every step from its first row up to "
+                    "the checkpoint's step %llu: kept as %s; the new log starts after step "
+                    "%llu\n", cli_program(), path, (unsigned long long)step, aside,
                     (unsigned long long)step);
         }
     }
+    if (!kept && step > 0) {
+        /* a run that comes to this directory: its history up to `step` is that of the log
+         * beside the checkpoint when that is the same run's (its sidecar names this run,
+         * or it has none: it is then the checkpoint's directory's), copied; else absent */
+        char id[RUNDIR_ID_CAP];
+        int copied = 0;
+        if (from[0] && !same_file(from, path) &&
+            (!log_run_id(from, id) || strcmp(id, run_id) == 0)) {
+            const int kind = csv_read_path(from, header, h, step, &keep);
+            copied = kind == CSV_SAME || kind == CSV_OLDER;
+        }
+        if (!copied)
+            report_history_absent(h, step);
+    }
     if (!kept)
         c->good = csv_new(c, header, h);
+    write_sidecar(path, run_id);
     c->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (c->fd < 0)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, strerror(errno));

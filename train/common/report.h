@@ -23,13 +23,17 @@
 typedef struct report_history {
     size_t cols;
     double *v;      /* [n, cols]; NaN = no value (e.g. not an evaluation step) */
-    size_t n, cap;  /* rows; the last row is step `last_step`                  */
+    size_t n, cap;  /* rows: row i is step i + 1                               */
+    size_t absent;  /* rows 1..absent are not known (NaN): the log holds none   */
     double *init;   /* [cols]: the row of step 0 (before training), NaN if none */
 } report_history;
 
 /* An empty history of `cols` columns (init row all NaN). */
 void report_history_init(report_history *h, size_t cols);
 void report_history_free(report_history *h);
+/* Make h hold `steps` rows, all unknown (NaN, h->absent = steps): a run whose history
+ * before it came to its directory cannot be found. */
+void report_history_absent(report_history *h, uint64_t steps);
 void report_history_push(report_history *h, const double *row);
 /* Value of column c of row i. */
 static inline double report_at(const report_history *h, size_t i, size_t c)
@@ -55,23 +59,38 @@ typedef struct report_csv {
     void *ctx;
 } report_csv;
 
-/* Open path for a run at `step` completed steps (c may be uninitialised; on_fail and ctx
- * are set to NULL: set them after).
- *  - step 0, or no file: a new log holding the header and, when h->init has a value
- *    (an evaluation before the first step), the step-0 row (written to a temporary and
- *    renamed over path);
- *  - step > 0: its rows 1..step (consecutive, as written by this module) are read back
- *    into h, and its step-0 row into h->init, so the log and curves cover the whole run;
- *    the rows after `step` (of a later checkpoint or of a killed process) are cut by
+/* Open path for run `run_id` at `step` completed steps, resumed from checkpoint `resume`
+ * (NULL or "" for a new run), with --force or not (c may be uninitialised; on_fail and ctx
+ * are set to NULL: set them after). h gets rows 1..step, its step-0 row into h->init.
+ *
+ * A log belongs to one run: "<path>.run" beside it holds that run's id (written each
+ * time a log is opened, after the log). A log without one (from before these files) is
+ * taken to be the run's whose checkpoint is resumed from the log's own directory.
+ *  - A log of another run is never merged into this run's history, nor replaced: for a
+ *    new run (step 0) it is renamed to "<path>.other" (or .other.2, .other.3, ...: an
+ *    earlier one is never replaced), with a note on stderr; for a resumed run the same
+ *    with force, else exit 2 naming the log and the run it is of.
+ *  - step 0, or no log: a new log holding the header and, when h->init has a value (an
+ *    evaluation before the first step), the step-0 row (written to a temporary and
+ *    renamed over path).
+ *  - This run's log: its rows from its first, step k + 1 (the run came to this directory
+ *    at step k), up to `step` (consecutive, as written by this module) are read back into
+ *    h, rows 1..k NaN (h->absent = k), so the log and curves cover the whole run; the
+ *    rows after `step` (of a later checkpoint or of a killed process) are cut by
  *    truncating the file after the row of `step`. A log written before the header's last
  *    columns existed (its header is a prefix of `header`) is read the same way, its
  *    missing columns NaN, and rewritten whole under the new header (a temporary renamed
- *    over it). A log without every row up to `step` (or with another header) is not
- *    touched but renamed to "<path>.incomplete" (a message on stderr says so), and a new
- *    log starts with the rows after `step` (h empty).
- * Exit 1 if the log cannot be read or written. */
+ *    over it). A log whose rows all come after `step` is cut whole. One that lacks a row
+ *    between its first and `step` (or has another header) is not touched but renamed to
+ *    "<path>.incomplete" (or .incomplete.2, ...; a note on stderr says so).
+ *  - When this run comes to this directory (no log of its own there up to `step`), its
+ *    rows 1..step are those of the log of the same name beside `resume` if that log is
+ *    this run's and holds them (copied into the new log), else unknown (h->absent =
+ *    step) and the new log starts with the rows after `step`.
+ * Exit 1 if a log cannot be read or written. */
 void report_csv_open(report_csv *c, const char *path, const char *header,
-                     const char *const *fmts, report_history *h, uint64_t step);
+                     const char *const *fmts, report_history *h, uint64_t step,
+                     const char *run_id, const char *resume, int force);
 /* Append the row of `step` (cols doubles). A failed or short write (a full disk, a file
  * size limit) removes the partial row, prints "cannot write <path>: <why>; stopping",
  * calls c->on_fail and exits with status 1. */

@@ -316,7 +316,8 @@ static void setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     snprintf(t->csv_path, sizeof t->csv_path, "%s/train_log.csv", c->out);
     t->last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
-        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step,
+                        c->run_id, c->resume, c->force);
     csv->on_fail = g2p_log_failed;
     csv->ctx = t;
     for (size_t k = 0; k < H_COLS; k++)

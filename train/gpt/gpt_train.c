@@ -282,7 +282,8 @@ static void open_outputs(trainer *t, report_csv *csv)
     report_history_init(&t->hist, H_COLS);
     t->last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
-        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step);
+        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step,
+                        t->run_id, c->resume, c->force);
     csv->on_fail = gpt_log_failed;
     csv->ctx = t;
     t->last_ev[0] = t->last_ev[1] = NAN;

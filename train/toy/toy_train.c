@@ -206,7 +206,8 @@ static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size
         tl->n_eval++;
     }
     report_catch_stop_signals();
-    report_csv_open(&tl->csv, tl->csv_path, CSV_HEADER, CSV_FMTS, &rs->hist, rs->step);
+    report_csv_open(&tl->csv, tl->csv_path, CSV_HEADER, CSV_FMTS, &rs->hist, rs->step,
+                    rs->run_id, cfg->resume, cfg->force);
 
     tl->end = (cfg->stop_after && cfg->stop_after < cfg->steps) ? cfg->stop_after : cfg->steps;
     tl->t_loop = report_now();
