@@ -542,6 +542,57 @@ static void g2p_tsv_form(void **state)
     assert_file_contains("p.out", "café1  ");
 }
 
+/* Entries that no model could hold are refused by train (exit 2, naming the file, the line
+ * and the limit), as the reader refuses an over-long line, instead of training a model
+ * whose stored positions (src-context 300) every loader refuses; one at the limit trains.
+ * A reserved symbol as a token is refused naming the file. (Before: exit 0 and a model that
+ * could not be loaded; the reserved-symbol message named only the line.) */
+static void g2p_train_position_limits(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    size_t n;
+    char *base = slurp("d.dict", &n);
+    assert_non_null(base);
+    char *buf = malloc(n + 4096);
+    assert_non_null(buf);
+    /* a word of 257 letters (line 1505), then of 256 (fits) */
+    memcpy(buf, base, n);
+    size_t k = n;
+    for (int i = 0; i < 257; i++)
+        buf[k++] = 'A';
+    k += (size_t)sprintf(buf + k, "  EY1\n");
+    write_file("long.dict", buf, k);
+    assert_int_equal(g2p("a", "train --data long.dict " TINY " --steps 2 --out a"), 2);
+    assert_file_contains("a.err", "long.dict:1505:");
+    assert_file_contains("a.err", "257 symbols");
+    assert_file_contains("a.err", "256 source positions");
+    assert_false(file_exists("a/checkpoint.safetensors"));
+    k = n;
+    for (int i = 0; i < 256; i++)
+        buf[k++] = 'A';
+    k += (size_t)sprintf(buf + k, "  EY1\n");
+    write_file("fits.dict", buf, k);
+    assert_int_equal(g2p("b", "train --data fits.dict " TINY " --steps 2 --out b"), 0);
+    assert_int_equal(g2p("b2", "pronounce --model b/checkpoint.safetensors HELLO"), 0);
+    /* a pronunciation of 256 phones: with <s>, 257 target positions */
+    k = n + (size_t)sprintf(buf + n, "LONGWORD ");
+    for (int i = 0; i < 256; i++)
+        k += (size_t)sprintf(buf + k, " EY1");
+    buf[k++] = '\n';
+    write_file("longp.dict", buf, k);
+    assert_int_equal(g2p("c", "train --data longp.dict " TINY " --steps 2 --out c"), 2);
+    assert_file_contains("c.err", "longp.dict:1505:");
+    assert_file_contains("c.err", "256 tokens");
+    /* a reserved symbol as a token */
+    k = n + (size_t)sprintf(buf + n, "WORD  <s> EY1\n");
+    write_file("res.dict", buf, k);
+    assert_int_equal(g2p("d", "train --data res.dict " TINY " --steps 2 --out d"), 2);
+    assert_file_contains("d.err", "res.dict: line 1505: target symbol \"<s>\" is reserved");
+    free(buf);
+    free(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -554,11 +605,16 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_pronounce_huge_word, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_eval_files, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_bad_input, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_train_position_limits, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_tsv_form, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_average, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_keep_checkpoints, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,
                                         tmpdir_teardown),
     };
+    const char *only = getenv("MHA_TEST_FILTER"); /* e.g. "g2p_train_*": those tests alone */
+    if (only && only[0])
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

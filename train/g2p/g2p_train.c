@@ -161,6 +161,42 @@ static mha_st_file *read_options(trainer *t, int argc, char **argv, int first, i
     return ck;
 }
 
+/* Every usable entry must fit the model's positions: its word's symbols the source
+ * positions, its pronunciation's tokens and <s> the target ones — those given (--src-context,
+ * --tgt-context, or the checkpoint's), else G2P_MAX_POS, the most any loader of a model
+ * accepts (its options' range). An entry that does not fit is refused (exit 2, naming the
+ * file, its line and the limit), as the dictionary reader refuses a line over G2P_MAX_LINE
+ * bytes: a size limit is not a malformed line to skip silently, and a model trained around
+ * it could not be loaded (before: "src-context 300" was stored, and every loader refused
+ * the file). */
+static void check_positions(const trainer *t)
+{
+    const g2p_config *c = &t->cfg;
+    const g2p_set *s = &t->set;
+    const size_t lim_s = c->src_context ? c->src_context : G2P_MAX_POS;
+    const size_t lim_t = c->tgt_context ? c->tgt_context : G2P_MAX_POS;
+    if (s->max_src <= lim_s && s->max_tgt + 1 <= lim_t)
+        return;
+    for (size_t p = 0; p < s->n_prons; p++) {
+        const size_t w = s->pron_word[p];
+        if (!s->usable[w])
+            continue;
+        const size_t ls = s->src_off[w + 1] - s->src_off[w], lt = s->tgt_off[p + 1] - s->tgt_off[p];
+        const char *word = t->dict.words[w].text;
+        const int shown = strlen(word) > 64 ? 64 : (int)strlen(word);
+        const char *more = strlen(word) > 64 ? "..." : "";
+        if (ls > lim_s)
+            cli_die(CLI_EXIT_USAGE, "%s:%zu: the word \"%.*s%s\" has %zu symbols, more than "
+                    "the model's %zu source positions%s", c->data, t->dict.prons[p].line, shown,
+                    word, more, ls, lim_s, c->src_context ? "" : " (the most a model may have)");
+        if (lt + 1 > lim_t)
+            cli_die(CLI_EXIT_USAGE, "%s:%zu: the pronunciation of \"%.*s%s\" has %zu tokens: with "
+                    "<s> more than the model's %zu target positions%s (at most %zu tokens)",
+                    c->data, t->dict.prons[p].line, shown, word, more, lt, lim_t,
+                    c->tgt_context ? "" : " (the most a model may have)", lim_t - 1);
+    }
+}
+
 /* The dictionary, its vocabularies (unless a checkpoint gave them) and the split; the
  * model's positions from the data (a new model) or checked against them. */
 static void read_data(trainer *t, int resumed, g2p_vocab *src, g2p_vocab *tgt)
@@ -170,7 +206,7 @@ static void read_data(trainer *t, int resumed, g2p_vocab *src, g2p_vocab *tgt)
     if (g2p_dict_read(c->data, c->format, &t->dict, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
     if (!resumed && g2p_vocab_build(&t->dict, src, tgt, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s", err);
+        cli_die(CLI_EXIT_USAGE, "%s: %s", c->data, err); /* its messages name only a line */
     if (g2p_set_encode(&t->dict, src, tgt, &t->set, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
     t->n_train = t->set.prons_off[G2P_TRAIN + 1] - t->set.prons_off[G2P_TRAIN];
@@ -179,17 +215,13 @@ static void read_data(trainer *t, int resumed, g2p_vocab *src, g2p_vocab *tgt)
                 c->data, t->n_train, c->batch);
     if (c->batch < (size_t)dist_size())
         cli_die_usage("--batch %zu is below the number of ranks (%d)", c->batch, dist_size());
+    check_positions(t);
     if (!resumed) { /* positions from the data; fixed for the model's life */
         if (!c->src_context)
             c->src_context = t->set.max_src;
         if (!c->tgt_context)
             c->tgt_context = t->set.max_tgt + 1;
     }
-    if (t->set.max_src > c->src_context || t->set.max_tgt + 1 > c->tgt_context)
-        cli_die(CLI_EXIT_USAGE,
-                "%s: a word of %zu symbols or a pronunciation of %zu tokens does not fit the "
-                "model's %zu source and %zu target positions", c->data, t->set.max_src,
-                t->set.max_tgt, c->src_context, c->tgt_context);
 }
 
 /* The run's id (the checkpoint's; one from before run ids gets a new one); rank 0 claims
