@@ -3,6 +3,7 @@
  * a 1200-px window, charts whose panels share their x ticks. */
 #include "test_util.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "report.h"
@@ -406,6 +408,72 @@ static void test_charts_coinciding_lines_dashed(void **state)
     free(s);
 }
 
+/* A write that fails says why: errno holds the system's cause after MHA_EIO, and
+ * svg_strerror gives its text, so a full disk reads "No space left on device" (it read
+ * "input/output error"). A small chart fails only when closed, heat maps while written. */
+static void test_write_errors_keep_errno(void **state)
+{
+    (void)state;
+    if (access("/dev/full", W_OK) != 0)
+        skip();
+    double x[3] = {0, 1, 2}, y[3] = {3, 2, 1};
+    svg_series ls[1] = {{"loss", "#9ecae1", x, y, 3}};
+    svg_chart ch[1] = {{"loss", "step", "loss", ls, 1, 0, 0, 0}};
+    errno = 0;
+    int st = svg_write_charts("/dev/full", ch, 1, 900, 330);
+    const int e = errno;
+    assert_int_equal(st, MHA_EIO);
+    assert_int_equal(e, ENOSPC);
+    errno = ENOSPC;
+    assert_string_equal(svg_strerror(st), strerror(ENOSPC));
+    double w[4 * 64 * 64];
+    for (size_t i = 0; i < 4 * 64 * 64; i++)
+        w[i] = (double)(i % 7) / 7.0;
+    errno = 0;
+    st = svg_write_heatmaps("/dev/full", "full", 4, 64, 64, w, NULL, NULL);
+    assert_int_equal(st, MHA_EIO);
+    assert_int_equal(errno, ENOSPC);
+    char path[600];
+    tmp_path(path, sizeof path, "no-such-dir/c.svg");
+    assert_int_equal(svg_write_charts(path, ch, 1, 900, 330), MHA_EIO);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(svg_write_charts(path, ch, 0, 900, 330), MHA_EINVAL);
+    assert_string_equal(svg_strerror(MHA_EINVAL), mha_strerror(MHA_EINVAL));
+}
+
+/* What a program prints when a heat map cannot be written to a full disk (report_heatmaps,
+ * as mha-train calls it, in a child whose stderr is a file): the system's reason, not
+ * "input/output error", and exit 1. */
+static void test_report_full_disk_message(void **state)
+{
+    (void)state;
+    if (access("/dev/full", W_OK) != 0)
+        skip();
+    char err[600];
+    tmp_path(err, sizeof err, "report.err");
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        FILE *e = freopen(err, "w", stderr);
+        if (!e)
+            _exit(99);
+        const float w[2 * 3 * 3] = {0.5f, 0.25f, 0.25f, 0, 1, 0, 0.1f, 0.2f, 0.7f,
+                                    1, 0, 0, 0.5f, 0.5f, 0, 0.3f, 0.3f, 0.4f};
+        report_heatmaps("/dev/full", "full disk", 2, 3, 3, w, NULL, NULL);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    char *s = slurp(err, NULL);
+    assert_non_null(s);
+    if (!strstr(s, "cannot write /dev/full: No space left on device"))
+        fail_msg("expected the full disk named, got: %s", s);
+    free(s);
+}
+
 /* A million points make a small file (at most 4 points per pixel column are written). */
 static void test_charts_million_points_small(void **state)
 {
@@ -501,6 +569,8 @@ int main(void)
         cmocka_unit_test(test_charts_share_x_ticks),
         cmocka_unit_test(test_charts_coinciding_lines_dashed),
         cmocka_unit_test(test_charts_million_points_small),
+        cmocka_unit_test(test_write_errors_keep_errno),
+        cmocka_unit_test(test_report_full_disk_message),
         cmocka_unit_test(test_charts_short_series_terminate),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

@@ -697,6 +697,6 @@ void report_heatmaps(const char *path, const char *title, size_t heads, size_t r
         wd[i] = w[i];
     int st = svg_write_heatmaps(path, title, heads, rows, cols, wd, row_labels, col_labels);
     if (st != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, mha_strerror(st));
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
     free(wd);
 }

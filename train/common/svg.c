@@ -3,10 +3,33 @@
 #include "svg.h"
 #include "svg_internal.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <string.h>
 
 #include "mha.h"
+
+int svg__close(FILE *f)
+{
+    /* fclose flushes the rest of the buffer, and fails on it as an earlier write did
+     * (ENOSPC again): its errno is the freshest cause. When it succeeds after a failed
+     * write (an empty buffer), errno is still that write's, unless the maths since then
+     * (log10 of 0: ERANGE) changed it; EIO when nothing better is known. */
+    const int bad = ferror(f), before = errno;
+    errno = 0;
+    const int closed = fclose(f) == 0, at_close = errno;
+    if (closed && !bad)
+        return MHA_OK;
+    errno = !closed && at_close ? at_close
+          : before && before != ERANGE && before != EDOM ? before : EIO;
+    return MHA_EIO;
+}
+
+const char *svg_strerror(int st)
+{
+    return st == MHA_EIO ? strerror(errno) : mha_strerror(st);
+}
 
 /* Write text with &, <, > escaped. */
 void svg__text(FILE *f, const char *s)
@@ -307,7 +330,7 @@ int svg_write_charts(const char *path, const svg_chart *charts, size_t n, int wi
         return MHA_EINVAL;
     FILE *f = fopen(path, "w");
     if (!f)
-        return MHA_EIO;
+        return MHA_EIO; /* errno: fopen's */
     double xmin, xmax;
     x_range(charts, n, &xmin, &xmax);
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%zu\" "
@@ -316,8 +339,5 @@ int svg_write_charts(const char *path, const svg_chart *charts, size_t n, int wi
     for (size_t i = 0; i < n; i++)
         chart(f, &charts[i], 0, (double)height * (double)i, width, height, xmin, xmax);
     fprintf(f, "</svg>\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return MHA_EIO;
-    return MHA_OK;
+    return svg__close(f);
 }

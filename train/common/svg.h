@@ -2,13 +2,19 @@
  * Hand-written SVG pictures for mha-train: line charts (loss and accuracy curves) and
  * attention heat maps. No plotting dependency; the files open in any browser.
  * Functions return 0 or a negative MHA_ status (MHA_EINVAL for bad arguments, MHA_EIO
- * when the file cannot be written) and never print.
+ * when the file cannot be opened or written) and never print. With MHA_EIO, errno holds
+ * the cause (ENOSPC for a full disk, EACCES, ...; EIO only when the system gave none):
+ * print it with svg_strerror before any other call can change errno.
  */
 #ifndef TRAIN_SVG_H
 #define TRAIN_SVG_H
 
 #include <stddef.h>
 #include <stdio.h>
+
+/* The reason for status st of the svg_ call just made: strerror(errno) for MHA_EIO
+ * ("No space left on device"), mha_strerror(st) otherwise. */
+const char *svg_strerror(int st);
 
 /* One curve: points (x[i], y[i]), i < n; non-finite y values are skipped. Borrowed. */
 typedef struct svg_series {

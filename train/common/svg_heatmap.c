@@ -3,6 +3,7 @@
 #include "svg.h"
 #include "svg_internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -372,7 +373,9 @@ int svg_write_heatmaps_fn(const char *path, const char *title, size_t heads, siz
         return MHA_ENOMEM;
     FILE *f = fopen(path, "w");
     if (!f) {
+        const int e = errno; /* fopen's cause, kept across free */
         free(lv);
+        errno = e;
         return MHA_EIO;
     }
     hm_header(f, title, &p);
@@ -398,8 +401,5 @@ int svg_write_heatmaps_fn(const char *path, const char *title, size_t heads, siz
             p.H - 8, p.tok_r || p.tok_c ? ", labels beside them: the tokens" : "");
     fprintf(f, "</svg>\n");
     free(lv);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return MHA_EIO;
-    return MHA_OK;
+    return svg__close(f);
 }

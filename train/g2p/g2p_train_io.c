@@ -55,8 +55,9 @@ void g2p_write_curves(const trainer *t, const char *path)
     svg_chart ch[2] = {{"label-smoothed cross-entropy per phone (nats)", "step", "loss", ls, 2,
                         0, 0, 0},
                        {"validation error rates (%), greedy", "step", "%", ws, 2, 0, 0, 0}};
-    if (svg_write_charts(path, ch, m ? 2 : 1, 900, 330) != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", path);
+    int st = svg_write_charts(path, ch, m ? 2 : 1, 900, 330);
+    if (st != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
     free(x);
     free(loss);
     free(sm);

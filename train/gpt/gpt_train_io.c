@@ -207,7 +207,7 @@ void gpt_write_loss_svg(const trainer *t, const char *path, uint64_t step)
                        {"learning rate", "step", "lr", ss, 1, 0, 0, 0}};
     int st = svg_write_charts(path, ch, 2, 900, 330);
     if (st != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, mha_strerror(st));
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
     free(buf);
 }
 

@@ -237,7 +237,7 @@ void write_loss_svg(const run_state *rs, const char *path)
                        {"held-out accuracy (%)", "step", "accuracy %", as, 2, 0, 0, 100}};
     int st = svg_write_charts(path, ch, 2, 900, 330);
     if (st != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, mha_strerror(st));
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
     free(x);
     free(loss);
     free(ex);
