@@ -472,7 +472,8 @@ static int one_in(const char *dir, const char *tag, const char *args)
 /* Ranks that were given other files stop together before anything is decided (exit 2),
  * rank 0 naming the rank and the file: a text of the same name but other content; a stale
  * copy of the checkpoint to resume (which would otherwise decide "finished" alone, or train
- * from another state). The same files on both: the run goes. */
+ * from another state). The same files on both: the run goes. A checkpoint of another run
+ * (whose options differ too) is named as the checkpoint. */
 static void test_mpi_ranks_agree(void **state)
 {
     (void)state;
@@ -511,6 +512,16 @@ static void test_mpi_ranks_agree(void **state)
         fail_msg("the ranks with the same files did not train: %s", e ? e : "?");
     }
     assert_file_contains("same.out", "resumed from r/checkpoint.safetensors at step 10");
+    /* rank 1's checkpoint is of another run (another --seed): the options not given are the
+     * checkpoint's, so they differ too, but the checkpoint is named as the cause (the
+     * message said only "another set of options") */
+    snprintf(dir, sizeof dir, "%s/B/r", tmpdir);
+    assert_int_equal(remove_tree(dir), 0);
+    assert_int_equal(one_in("B", "b5s", SMALL "--seed 7 --steps 30 --stop-after 5 --out r"), 0);
+    assert_int_equal(two_dirs("other", "train --resume r/checkpoint.safetensors --steps 30"), 2);
+    assert_file_contains("other.err", "rank 1 was given another checkpoint (--resume "
+                                      "r/checkpoint.safetensors) and another set of options "
+                                      "than rank 0");
 #undef SMALL
 }
 
@@ -531,5 +542,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mpi_refuses_batch_below_ranks, tmpdir_setup,
                                         tmpdir_teardown),
     };
+    const char *only = getenv("MHA_TEST_FILTER"); /* e.g. "test_mpi_ranks_agree": it alone */
+    if (only && only[0])
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,8 +49,10 @@ void dist_agree_inputs(const cli_opt *opts, size_t n, const void *cfg, const cha
     char what_data[CLI_PATH_CAP + 16], what_ck[CLI_PATH_CAP + 24];
     snprintf(what_data, sizeof what_data, "--data %s", data);
     snprintf(what_ck, sizeof what_ck, "checkpoint (--resume %s)", resume);
-    const char *const what[3] = {"set of options", what_data, what_ck};
-    const uint64_t v[3] = {opt, data_fp, ck};
+    /* the checkpoint first: on --resume the options (and so --data's path) not given on the
+     * command line are its, so another checkpoint makes the others differ too */
+    const char *const what[3] = {what_ck, what_data, "set of options"};
+    const uint64_t v[3] = {ck, data_fp, opt};
     dist_agree(what, v, 3);
 }
 
@@ -266,19 +268,28 @@ void dist_agree(const char *const *what, const uint64_t *v, size_t n)
     if (all == NULL)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     MPI_Allgather(v, (int)n, MPI_UINT64_T, all, (int)n, MPI_UINT64_T, MPI_COMM_WORLD);
-    for (int r = 1; r < g_size; r++)
+    for (int r = 1; r < g_size; r++) {
+        const uint64_t *vr = all + (size_t)r * n;
+        size_t n_diff = 0, last = 0;
         for (size_t i = 0; i < n; i++)
-            if (all[(size_t)r * n + i] != all[i]) {
-                free(all);
-                if (g_rank == 0) {
-                    fprintf(stderr, "%s: rank %d was given another %s than rank 0: every rank "
-                            "must read the same options and files (copy them to every host, at "
-                            "the same paths)\n", cli_program(), r, what[i]);
-                    fflush(stderr);
-                }
-                MPI_Barrier(MPI_COMM_WORLD); /* rank 0's message is out before any rank exits */
-                exit(CLI_EXIT_USAGE);
-            }
+            if (vr[i] != all[i])
+                n_diff++, last = i;
+        if (n_diff == 0)
+            continue;
+        if (g_rank == 0) { /* every item that differs: "another A, another B and another C" */
+            fprintf(stderr, "%s: rank %d was given", cli_program(), r);
+            for (size_t i = 0, k = 0; i < n; i++)
+                if (vr[i] != all[i])
+                    fprintf(stderr, "%s another %s", k++ == 0 ? "" : i == last ? " and" : ",",
+                            what[i]);
+            fprintf(stderr, " than rank 0: every rank must read the same options and files "
+                    "(copy them to every host, at the same paths)\n");
+            fflush(stderr);
+        }
+        free(all);
+        MPI_Barrier(MPI_COMM_WORLD); /* rank 0's message is out before any rank exits */
+        exit(CLI_EXIT_USAGE);
+    }
     free(all);
 }
 

@@ -61,13 +61,15 @@ void dist_barrier(void);
 /* Before any decision: every rank passes the same n fingerprints v[n] of what it was given
  * (its options, the bytes of --data, of the checkpoint to resume; what[i] names v[i] for a
  * message, e.g. "--data FILE"). When a rank's differ from rank 0's, every rank stops with
- * exit 2, and rank 0 names the first rank and item that differ (a rank with a stale copy
- * of a checkpoint would otherwise decide alone, or hang in a collective call rank 0 never
- * makes). One rank: nothing to compare. */
+ * exit 2, and rank 0 names the first rank that differs and every item of its that differs,
+ * in the order of v (a rank with a stale copy of a checkpoint would otherwise decide alone,
+ * or hang in a collective call rank 0 never makes). One rank: nothing to compare. */
 void dist_agree(const char *const *what, const uint64_t *v, size_t n);
-/* dist_agree on what a training program was given: its options (opts[n], values in cfg),
- * the bytes of its data file and of the checkpoint to resume ("" for none). Exit 2 when a
- * file cannot be read. */
+/* dist_agree on what a training program was given: the bytes of the checkpoint to resume
+ * ("" for none), of its data file, and its options (opts[n], values in cfg, which on
+ * --resume include the checkpoint's), named in that order, so that a rank with another
+ * checkpoint is told so ("another checkpoint (--resume F) and another set of options"), not
+ * only that its options differ. Exit 2 when a file cannot be read. */
 void dist_agree_inputs(const cli_opt *opts, size_t n, const void *cfg, const char *data,
                        const char *resume);
 /* buf[bytes] ← rank 0's buf[bytes] on every rank. */
