@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 #include <cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -705,7 +706,8 @@ static void test_gpt_train_resume_limits(void **state)
 /* On a 60-column terminal (a pseudo-terminal) the live line is cut to 59 columns, never
  * wrapped, and each evaluation leaves a line of its own (steps 10, 20, 30); the final
  * summary names the step its losses come from. (Before: ~90 columns, so every update
- * wrapped into a new line, and each evaluation's line was overwritten.) */
+ * wrapped into a new line, and each evaluation's line was overwritten.) Where no
+ * pseudo-terminal can be opened the test is skipped, saying why (it failed). */
 static void test_gpt_train_progress_on_terminal(void **state)
 {
     (void)state;
@@ -713,7 +715,11 @@ static void test_gpt_train_progress_on_terminal(void **state)
     struct winsize ws = {.ws_row = 24, .ws_col = 60};
     int master = -1;
     pid_t pid = forkpty(&master, NULL, NULL, &ws);
-    assert_true(pid >= 0);
+    if (pid < 0) { /* no terminal to test on (a container without /dev/pts): say so, skip */
+        printf("[  SKIPPED ] no pseudo-terminal: forkpty: %s\n", strerror(errno));
+        fflush(stdout);
+        skip();
+    }
     if (pid == 0) {
         if (chdir(tmpdir) != 0)
             _exit(97);
@@ -846,5 +852,8 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_gpt_frictions, tmpdir_setup, tmpdir_teardown),
     };
+    const char *only = getenv("MHA_TEST_FILTER"); /* e.g. "*on_terminal": those tests alone */
+    if (only && only[0])
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
