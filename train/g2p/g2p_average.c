@@ -65,14 +65,17 @@ int g2p_average_main(const char *const *paths, size_t n, const char *out, int fo
     if (errno = 0, stat(out, &st) != 0 && errno != ENOENT)
         cli_die(CLI_EXIT_RUNTIME, "average: cannot use --out %s: %s", out, strerror(errno));
 
-    g2p_config cfg0;
-    g2p_run r0;
-    double *sum = NULL;
+    /* what lives until the end, held where a leak checker sees it when a later file is
+     * refused and the program exits (cli_die) */
+    static g2p_config cfg0;
+    static g2p_run r0;
+    static double *sum;
     size_t total = 0;
     uint64_t step_max = 0, steps_max = 0;
     double elapsed_max = 0;
     int same_run = 1;
-    cJSON *from = cJSON_CreateArray();
+    static cJSON *from;
+    from = cJSON_CreateArray();
     if (!from)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     for (size_t k = 0; k < n; k++) {
@@ -85,6 +88,20 @@ int g2p_average_main(const char *const *paths, size_t n, const char *out, int fo
         const char *id = mha_st_meta(f, "run_id");
         snprintf(cfg.run_id, sizeof cfg.run_id, "%s", id && strlen(id) < sizeof cfg.run_id
                                                         ? id : "");
+        if (k > 0) { /* the same model as the first, before this one is built */
+            const char *d = size_mismatch(&cfg0, &cfg);
+            const int vocab = !same_vocab(&r0.src, &src) || !same_vocab(&r0.tgt, &tgt);
+            if (*d || vocab) {
+                mha_st_free(f);
+                g2p_vocab_free(&src);
+                g2p_vocab_free(&tgt);
+                if (*d)
+                    cli_die(CLI_EXIT_USAGE, "%s: its --%s differs from %s's: not the same "
+                            "model", what, d, paths[0]);
+                cli_die(CLI_EXIT_USAGE, "%s: its vocabularies differ from %s's: not the same "
+                        "model", what, paths[0]);
+            }
+        }
         g2p_run r;
         g2p_load_model(&r, &cfg, f, what, &src, &tgt, 1);
         mha_st_free(f);
@@ -96,13 +113,6 @@ int g2p_average_main(const char *const *paths, size_t n, const char *out, int fo
             if (!sum)
                 cli_die(CLI_EXIT_RUNTIME, "out of memory");
         } else {
-            const char *d = size_mismatch(&cfg0, &cfg);
-            if (*d)
-                cli_die(CLI_EXIT_USAGE, "%s: its --%s differs from %s's: not the same model",
-                        what, d, paths[0]);
-            if (!same_vocab(&r0.src, &src) || !same_vocab(&r0.tgt, &tgt))
-                cli_die(CLI_EXIT_USAGE, "%s: its vocabularies differ from %s's: not the same "
-                        "model", what, paths[0]);
             same_run &= strcmp(cfg.run_id, cfg0.run_id) == 0;
         }
         size_t o = 0;
