@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -618,4 +619,24 @@ int cli_resume_finished(const char *resume, uint64_t ck_step, uint64_t steps)
                       "already; give more steps than that", (unsigned long long)steps, resume,
                       (unsigned long long)ck_step);
     return 0;
+}
+
+int cli_same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+int cli_numbered_name(const char *name, const char *prefix, const char *suffix,
+                      unsigned long long *k)
+{
+    const size_t np = strlen(prefix), ns = strlen(suffix), len = strlen(name);
+    if (len <= np + ns || strncmp(name, prefix, np) != 0 || strcmp(name + len - ns, suffix) != 0)
+        return 0;
+    unsigned long long v = 0;
+    size_t i = np;
+    for (; i < len - ns && name[i] >= '0' && name[i] <= '9'; i++)
+        v = v < ULLONG_MAX / 10 ? 10 * v + (unsigned long long)(name[i] - '0') : ULLONG_MAX;
+    *k = v;
+    return i == len - ns;
 }

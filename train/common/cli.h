@@ -128,6 +128,12 @@ void cli_check(int st, const char *what);
 /* The directory part of path into out[cap] ("." when path has no '/', "/" for a file in
  * the root): where --resume writes by default, beside its checkpoint. */
 void cli_dirname(const char *path, char *out, size_t cap);
+/* 1 if a and b name the same existing file or directory (device and inode), else 0. */
+int cli_same_file(const char *a, const char *b);
+/* 1 if name is <prefix><digits><suffix> (e.g. checkpoint-2000.safetensors), with the number
+ * in *k (saturating at ULLONG_MAX / 10 digits' worth: such a name is still matched). */
+int cli_numbered_name(const char *name, const char *prefix, const char *suffix,
+                      unsigned long long *k);
 /* Index of option `name` in opts[n]; n if absent. */
 size_t cli_index(const cli_opt *opts, size_t n, const char *name);
 

@@ -114,13 +114,6 @@ static int read_run_id(const char *path, char id[RUNDIR_ID_CAP])
     return r;
 }
 
-/* 1 if a and b name the same existing file or directory. */
-static int same_file(const char *a, const char *b)
-{
-    struct stat x, y;
-    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-
 typedef struct numbered {
     unsigned long long k;
     char *name;
@@ -139,20 +132,13 @@ size_t rundir_list_numbered(const char *dir, const char *prefix, const char *suf
     DIR *d = opendir(dir);
     if (!d)
         return 0;
-    const size_t np = strlen(prefix), ns = strlen(suffix);
     numbered *v = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         const char *s = e->d_name;
-        const size_t len = strlen(s);
-        if (len <= np + ns || strncmp(s, prefix, np) != 0 || strcmp(s + len - ns, suffix) != 0)
-            continue;
-        unsigned long long k = 0;
-        size_t i = np;
-        for (; i < len - ns && s[i] >= '0' && s[i] <= '9' && k < ULLONG_MAX / 10; i++)
-            k = 10 * k + (unsigned long long)(s[i] - '0');
-        if (i != len - ns)
+        unsigned long long k;
+        if (!cli_numbered_name(s, prefix, suffix, &k))
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
@@ -187,14 +173,14 @@ void rundir_claim(const char *dir, const char *const *files, size_t n, const cha
     char rdir[CLI_PATH_CAP] = "";
     if (resume)
         cli_dirname(resume, rdir, sizeof rdir);
-    const int same_dir = resume && same_file(rdir, dir);
+    const int same_dir = resume && cli_same_file(rdir, dir);
     for (size_t i = 0; i < n; i++) {
         char path[CLI_PATH_CAP + 64], id[RUNDIR_ID_CAP] = "";
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         struct stat sb;
         if (stat(path, &sb) != 0)
             continue; /* nothing there */
-        if (resume && same_file(path, resume))
+        if (resume && cli_same_file(path, resume))
             continue; /* the checkpoint being resumed */
         const int has = read_run_id(path, id);
         if (resume) {

@@ -41,14 +41,6 @@ static int same_vocab(const g2p_vocab *a, const g2p_vocab *b)
     return 1;
 }
 
-/* Same file (device and inode) as an existing path; 0 when either does not exist. */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 int g2p_average_main(const char *const *paths, size_t n, const char *out, int force)
 {
     if (n == 0)
@@ -57,7 +49,7 @@ int g2p_average_main(const char *const *paths, size_t n, const char *out, int fo
     if (!out[0])
         cli_die_usage("average: --out MODEL is required");
     for (size_t i = 0; i < n; i++)
-        if (same_file(paths[i], out))
+        if (cli_same_file(paths[i], out))
             cli_die_usage("average: --out %s is one of the checkpoints it averages", out);
     struct stat st;
     if (!force && stat(out, &st) == 0)
