@@ -96,9 +96,9 @@ static uint64_t ckpt_step(const char *path)
     return s;
 }
 
-/* The log at path starts with the header and then rows 1, 2, ... each a whole line; the
- * number of such consecutive rows (a step-0 row is skipped). Fails on a torn line. */
-static size_t log_rows(const char *path)
+/* The log at path holds rows first..last, consecutive whole lines after its header (a
+ * step-0 row skipped); into *first (0 if none) and the return value (last). */
+static size_t log_span(const char *path, size_t *first)
 {
     size_t len;
     char *t = slurp(path, &len);
@@ -107,17 +107,31 @@ static size_t log_rows(const char *path)
         fail_msg("%s does not end with a whole line (%zu bytes)", path, len);
     char *line = strchr(t, '\n');
     assert_non_null(line);
-    size_t rows = 0;
+    size_t last = 0;
+    *first = 0;
     for (line++; *line; line = strchr(line, '\n') + 1) {
         unsigned long long s = strtoull(line, NULL, 10);
-        if (s == 0 && rows == 0)
+        if (s == 0 && last == 0)
             continue;
-        if (s != rows + 1)
-            fail_msg("%s: row %zu is step %llu", path, rows + 1, s);
-        rows++;
+        if (*first == 0)
+            *first = (size_t)s;
+        else if (s != last + 1)
+            fail_msg("%s: step %llu follows step %zu", path, s, last);
+        last = (size_t)s;
     }
     free(t);
-    return rows;
+    return last;
+}
+
+/* The log at path starts with the header and then rows 1, 2, ... each a whole line; the
+ * number of such consecutive rows (a step-0 row is skipped). Fails on a torn line. */
+static size_t log_rows(const char *path)
+{
+    size_t first;
+    const size_t last = log_span(path, &first);
+    if (last && first != 1)
+        fail_msg("%s: row 1 is step %zu", path, first);
+    return last;
 }
 
 /* A small dictionary: the first `lines` lines of CMUdict. */
@@ -291,32 +305,6 @@ static void remove_file(const char *path)
         fail_msg("cannot remove %s: %s", full, strerror(errno));
 }
 
-/* The log at path holds rows first..last, consecutive whole lines after its header (a
- * step-0 row skipped); into *first (0 if none) and the return value (last). */
-static size_t log_span(const char *path, size_t *first)
-{
-    size_t len;
-    char *t = slurp(path, &len);
-    assert_non_null(t);
-    if (len == 0 || t[len - 1] != '\n')
-        fail_msg("%s does not end with a whole line (%zu bytes)", path, len);
-    char *line = strchr(t, '\n');
-    assert_non_null(line);
-    size_t last = 0;
-    *first = 0;
-    for (line++; *line; line = strchr(line, '\n') + 1) {
-        unsigned long long s = strtoull(line, NULL, 10);
-        if (s == 0 && last == 0)
-            continue;
-        if (*first == 0)
-            *first = (size_t)s;
-        else if (s != last + 1)
-            fail_msg("%s: step %llu follows step %zu", path, s, last);
-        last = (size_t)s;
-    }
-    free(t);
-    return last;
-}
 
 /* A run resumed into a new --out, then resumed there again and again: its log there keeps
  * every row since it came (none moved aside, none lost), its rows before that copied from
