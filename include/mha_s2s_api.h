@@ -178,3 +178,25 @@ MHA_API int MHA_NAME(s2s_beam)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t 
                                const int32_t *src, const size_t *src_len, int32_t bos,
                                int32_t eos, size_t max_len, size_t K, size_t nbest,
                                double alpha, mha_s2s_hyp *hyps, int32_t *tokens);
+
+/* Ensembles: n models decode as one. At each step every model (its own state s[i], made
+ * for m[i]) is fed the same tokens, and the choice is made on the mean over the models of
+ * their log-probabilities (log softmax of each one's logits, in double): greedy takes the
+ * best mean, beam search ranks candidates by the running sum of the means, and logprob
+ * is Σ over the tokens (and eos when reached) of the mean log-probability. Everything
+ * else is as s2s_greedy / s2s_beam, which are these functions with n = 1 (bit for bit).
+ * The models must share the vocabularies' sizes (and, for a meaning, the symbols: the
+ * library cannot check those) — MHA_EMISMATCH otherwise, or when s[i] is not m[i]'s; the
+ * states must be distinct (MHA_EINVAL), of one cache length (max_len of infer_create) and
+ * each with room for the rows (MHA_ESHAPE). The models may differ in every other size.
+ * Each state's caches hold its model's activations, so memory and time grow with n. */
+MHA_API int MHA_NAME(s2s_ensemble_greedy)(size_t n, MHA_NAME(s2s) *const *m,
+                                          MHA_NAME(s2s_infer) *const *s, size_t B, size_t S,
+                                          const int32_t *src, const size_t *src_len,
+                                          int32_t bos, int32_t eos, size_t max_len,
+                                          int32_t *out, size_t *len, double *logprob);
+MHA_API int MHA_NAME(s2s_ensemble_beam)(size_t n, MHA_NAME(s2s) *const *m,
+                                        MHA_NAME(s2s_infer) *const *s, size_t B, size_t S,
+                                        const int32_t *src, const size_t *src_len, int32_t bos,
+                                        int32_t eos, size_t max_len, size_t K, size_t nbest,
+                                        double alpha, mha_s2s_hyp *hyps, int32_t *tokens);

@@ -1374,6 +1374,246 @@ static void s2s_decode_greedy_and_beam_claims(void **state)
     mhad_s2s_destroy(m);
 }
 
+/* Log softmax rows [T, V] of m's forward on one source with the decoder fed BOS tok[0 ..
+ * len) (T = len + finished): log P(· | prefix) at each position. */
+static void forward_logsoftmax(mhad_s2s *m, size_t S, const int32_t *src, size_t src_len,
+                               const int32_t *tok, size_t len, int finished, double *out)
+{
+    const size_t T = len + (finished ? 1 : 0);
+    mha_s2s_config cfg;
+    assert_int_equal(mhad_s2s_get_config(m, &cfg), MHA_OK);
+    const size_t V = cfg.tgt_vocab;
+    int32_t *in = xmalloc(T * sizeof(int32_t));
+    in[0] = BOS;
+    for (size_t t = 1; t < T; t++)
+        in[t] = tok[t - 1];
+    assert_int_equal(mhad_s2s_forward(m, 0, 1, S, src, &src_len, T, in, NULL, NULL), MHA_OK);
+    const double *z = mhad_s2s_logits(m, NULL);
+    for (size_t t = 0; t < T; t++) {
+        const double *row = z + t * V;
+        double mx = row[0], se = 0.0;
+        for (size_t v = 1; v < V; v++)
+            mx = row[v] > mx ? row[v] : mx;
+        for (size_t v = 0; v < V; v++)
+            se += exp(row[v] - mx);
+        for (size_t v = 0; v < V; v++)
+            out[t * V + v] = row[v] - mx - log(se);
+    }
+    free(in);
+}
+
+/* Ensembles. (a) Of copies: two models with the same parameters (separate objects, and
+ * one model with two states) decode exactly as the model alone — tokens, logprob and score
+ * bit for bit, since the mean of equal log-probabilities is that value. (b) Of two
+ * different models (other seeds, other widths and depths, one untied): greedy takes at
+ * every position the argmax of the mean of the two forwards' log softmax, and its logprob
+ * is the Σ of those means; a beam of 4 returns distinct hypotheses whose logprob is the
+ * mean of the two models' forward log-probabilities, ranked by score; beam K = 1 is
+ * greedy. The mean differs from either model's own choice somewhere (so (b) tests the
+ * mixing, not one model). */
+static void s2s_ensemble_copies_and_mean(void **state)
+{
+    (void)state;
+    enum { B = 4, S = 5, K = 4, L = 4, V = 9, CACHE = 6 };
+    static const size_t src_len[B] = {5, 3, 1, 4};
+    const uint64_t SEED = 702;
+    mha_s2s_config c1 = small_config(0.2, 0.2, 0.1, SEED), c2 = c1;
+    c2.dim = 12;
+    c2.heads = 3;
+    c2.mlp_dim = 20;
+    c2.enc_layers = 1;
+    c2.dec_layers = 3;
+    c2.untied = 1;
+    c2.seed = SEED + 50;
+    mhad_s2s *m1, *m1b, *m2;
+    assert_int_equal(mhad_s2s_create(&m1, &c1, B), MHA_OK);
+    assert_int_equal(mhad_s2s_create(&m1b, &c1, B), MHA_OK);
+    assert_int_equal(mhad_s2s_create(&m2, &c2, B), MHA_OK);
+    randomize_s2s(m1, SEED);
+    randomize_s2s(m1b, SEED);
+    randomize_s2s(m2, SEED + 3);
+    int32_t src[B * S];
+    fill_ids(src, B * S, 0, 7, SEED + 1);
+    mhad_s2s_infer *s1, *s1b, *s1c, *s2;
+    assert_int_equal(mhad_s2s_infer_create(&s1, m1, B * K, S, CACHE), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&s1b, m1b, B * K, S, CACHE), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&s1c, m1, B * K, S, CACHE), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&s2, m2, B * K, S, CACHE), MHA_OK);
+
+    /* (a) copies */
+    int32_t out[B * L], out2[B * L];
+    size_t len[B], len2[B];
+    double lp[B], lp2[B];
+    mha_s2s_hyp h[B * K], h2[B * K];
+    int32_t tk[B * K * L], tk2[B * K * L];
+    assert_int_equal(mhad_s2s_greedy(m1, s1, B, S, src, src_len, BOS, EOS, L, out, len, lp),
+                     MHA_OK);
+    assert_int_equal(mhad_s2s_beam(m1, s1, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h, tk),
+                     MHA_OK);
+    mhad_s2s *copies[2][2] = {{m1, m1b}, {m1, m1}};
+    mhad_s2s_infer *cstates[2][2] = {{s1, s1b}, {s1, s1c}};
+    for (size_t c = 0; c < 2; c++) {
+        memset(out2, 0, sizeof out2);
+        assert_int_equal(mhad_s2s_ensemble_greedy(2, copies[c], cstates[c], B, S, src, src_len,
+                                                  BOS, EOS, L, out2, len2, lp2), MHA_OK);
+        assert_memory_equal(len, len2, sizeof len);
+        assert_memory_equal(lp, lp2, sizeof lp);
+        for (size_t b = 0; b < B; b++)
+            assert_memory_equal(out + b * L, out2 + b * L, len[b] * sizeof(int32_t));
+        assert_int_equal(mhad_s2s_ensemble_beam(2, copies[c], cstates[c], B, S, src, src_len,
+                                                BOS, EOS, L, K, K, 0.6, h2, tk2), MHA_OK);
+        for (size_t j = 0; j < B * K; j++) {
+            assert_int_equal(h2[j].len, h[j].len);
+            assert_int_equal(h2[j].finished, h[j].finished);
+            assert_true(h2[j].logprob == h[j].logprob && h2[j].score == h[j].score);
+            assert_memory_equal(tk2 + j * L, tk + j * L, h[j].len * sizeof(int32_t));
+        }
+    }
+
+    /* (b) two different models */
+    mhad_s2s *pair[2] = {m1, m2};
+    mhad_s2s_infer *pst[2] = {s1, s2};
+    assert_int_equal(mhad_s2s_ensemble_greedy(2, pair, pst, B, S, src, src_len, BOS, EOS, L, out2,
+                                              len2, lp2), MHA_OK);
+    double r1[(L + 1) * V], r2[(L + 1) * V];
+    size_t differs = 0;
+    for (size_t b = 0; b < B; b++) {
+        const int finished = len2[b] < L;
+        const int32_t *tok = out2 + b * L;
+        forward_logsoftmax(m1, S, src + b * S, src_len[b], tok, len2[b], finished, r1);
+        forward_logsoftmax(m2, S, src + b * S, src_len[b], tok, len2[b], finished, r2);
+        double want = 0.0;
+        for (size_t t = 0; t < len2[b] + (size_t)finished; t++) {
+            const int32_t y = t < len2[b] ? tok[t] : EOS;
+            size_t best = 0, best1 = 0, best2 = 0;
+            for (size_t v = 1; v < V; v++) {
+                if (r1[t * V + v] + r2[t * V + v] > r1[t * V + best] + r2[t * V + best])
+                    best = v;
+                best1 = r1[t * V + v] > r1[t * V + best1] ? v : best1;
+                best2 = r2[t * V + v] > r2[t * V + best2] ? v : best2;
+            }
+            assert_int_equal(best, y);
+            differs += best1 != best || best2 != best;
+            want += 0.5 * (r1[t * V + y] + r2[t * V + y]);
+        }
+        assert_close(lp2[b], want, 1e-9, 0);
+    }
+    assert_true(differs > 0);
+    mha_s2s_hyp g1[B];
+    int32_t gt[B * L];
+    assert_int_equal(mhad_s2s_ensemble_beam(2, pair, pst, B, S, src, src_len, BOS, EOS, L, 1, 1,
+                                            0.0, g1, gt), MHA_OK);
+    for (size_t b = 0; b < B; b++) {
+        assert_int_equal(g1[b].len, len2[b]);
+        assert_memory_equal(gt + b * L, out2 + b * L, len2[b] * sizeof(int32_t));
+        assert_close(g1[b].logprob, lp2[b], 1e-12, 0);
+    }
+    const double alpha = 0.6;
+    assert_int_equal(mhad_s2s_ensemble_beam(2, pair, pst, B, S, src, src_len, BOS, EOS, L, K, K,
+                                            alpha, h2, tk2), MHA_OK);
+    for (size_t b = 0; b < B; b++)
+        for (size_t j = 0; j < K; j++) {
+            const mha_s2s_hyp *hy = h2 + b * K + j;
+            const int32_t *tok = tk2 + (b * K + j) * L;
+            assert_true(isfinite(hy->logprob));
+            const double want =
+                0.5 * (forward_logprob(m1, S, src + b * S, src_len[b], tok, hy->len,
+                                       hy->finished, NULL) +
+                       forward_logprob(m2, S, src + b * S, src_len[b], tok, hy->len,
+                                       hy->finished, NULL));
+            assert_close(hy->logprob, want, 1e-9, 0);
+            assert_close(hy->score, hy->logprob / pow((double)hy->len + 1.0, alpha), 0, 1e-14);
+            if (j > 0)
+                assert_true(hy->score <= hy[-1].score);
+            for (size_t i = 0; i < j; i++) {
+                const mha_s2s_hyp *o = h2 + b * K + i;
+                assert_false(o->len == hy->len && o->finished == hy->finished &&
+                             memcmp(tk2 + (b * K + i) * L, tok, hy->len * sizeof(int32_t)) == 0);
+            }
+        }
+    mhad_s2s_infer_destroy(s1);
+    mhad_s2s_infer_destroy(s1b);
+    mhad_s2s_infer_destroy(s1c);
+    mhad_s2s_infer_destroy(s2);
+    mhad_s2s_destroy(m1);
+    mhad_s2s_destroy(m1b);
+    mhad_s2s_destroy(m2);
+}
+
+/* What an ensemble refuses, with nothing written: no models, a NULL model or state, one
+ * state twice, a state of another model, another target or source vocabulary size
+ * (MHA_EMISMATCH), caches of another length or with too few rows (MHA_ESHAPE). */
+static void s2s_ensemble_refusals(void **state)
+{
+    (void)state;
+    enum { B = 2, S = 4, L = 3 };
+    static const size_t src_len[B] = {4, 2};
+    mha_s2s_config c = small_config(0.0, 0.0, 0.0, 741), cv = c, cs = c;
+    cv.tgt_vocab = 10;
+    cs.src_vocab = 8;
+    mhad_s2s *m, *m2, *mv, *ms;
+    assert_int_equal(mhad_s2s_create(&m, &c, B), MHA_OK);
+    assert_int_equal(mhad_s2s_create(&m2, &c, B), MHA_OK);
+    assert_int_equal(mhad_s2s_create(&mv, &cv, B), MHA_OK);
+    assert_int_equal(mhad_s2s_create(&ms, &cs, B), MHA_OK);
+    mhad_s2s_infer *s, *s2, *sv, *ss, *short_len, *few_rows;
+    assert_int_equal(mhad_s2s_infer_create(&s, m, B * 2, S, 5), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&s2, m2, B * 2, S, 5), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&sv, mv, B * 2, S, 5), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&ss, ms, B * 2, S, 5), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&short_len, m2, B * 2, S, 4), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&few_rows, m2, 1, S, 5), MHA_OK);
+    int32_t src[B * S] = {1, 2, 3, 4, 5, 6, 0, 0};
+    int32_t out[B * L];
+    size_t len[B] = {77, 77};
+    mha_s2s_hyp h[B * 2];
+    int32_t tk[B * 2 * L];
+    struct {
+        size_t n;
+        mhad_s2s *m[2];
+        mhad_s2s_infer *s[2];
+        int want;
+    } cases[] = {
+        {0, {m, m2}, {s, s2}, MHA_EINVAL},
+        {2, {m, NULL}, {s, s2}, MHA_EINVAL},
+        {2, {m, m2}, {s, NULL}, MHA_EINVAL},
+        {2, {m, m}, {s, s}, MHA_EINVAL},
+        {2, {m, m2}, {s, sv}, MHA_EMISMATCH},
+        {2, {m, mv}, {s, sv}, MHA_EMISMATCH},
+        {2, {m, ms}, {s, ss}, MHA_EMISMATCH},
+        {2, {m, m2}, {s, short_len}, MHA_ESHAPE},
+        {2, {m, m2}, {s, few_rows}, MHA_ESHAPE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(mhad_s2s_ensemble_greedy(cases[i].n, cases[i].m, cases[i].s, B, S, src,
+                                                  src_len, BOS, EOS, L, out, len, NULL),
+                         cases[i].want);
+        assert_int_equal(len[0], 77);
+        assert_int_equal(mhad_s2s_ensemble_beam(cases[i].n, cases[i].m, cases[i].s, B, S, src,
+                                                src_len, BOS, EOS, L, 2, 1, 0.0, h, tk),
+                         cases[i].want);
+    }
+    mhad_s2s *nullm = NULL;
+    mhad_s2s_infer *nulls = NULL;
+    assert_int_equal(mhad_s2s_ensemble_greedy(1, &nullm, &s, B, S, src, src_len, BOS, EOS, L,
+                                              out, len, NULL), MHA_EINVAL);
+    assert_int_equal(mhad_s2s_ensemble_greedy(1, &m, &nulls, B, S, src, src_len, BOS, EOS, L,
+                                              out, len, NULL), MHA_EINVAL);
+    assert_int_equal(mhad_s2s_ensemble_greedy(1, NULL, NULL, B, S, src, src_len, BOS, EOS, L,
+                                              out, len, NULL), MHA_EINVAL);
+    assert_int_equal(len[0], 77);
+    mhad_s2s_infer_destroy(s);
+    mhad_s2s_infer_destroy(s2);
+    mhad_s2s_infer_destroy(sv);
+    mhad_s2s_infer_destroy(ss);
+    mhad_s2s_infer_destroy(short_len);
+    mhad_s2s_infer_destroy(few_rows);
+    mhad_s2s_destroy(m);
+    mhad_s2s_destroy(m2);
+    mhad_s2s_destroy(mv);
+    mhad_s2s_destroy(ms);
+}
+
 /* Ties: with dec_ln's weight and bias zeroed every logit is exactly 0 (a uniform
  * distribution), so every choice is a tie. Greedy takes the lowest id (token 0, never
  * EOS) until max_len; beam K = 2 keeps the lower token ids of the earlier hypothesis:
@@ -2332,6 +2572,8 @@ int main(void)
         cmocka_unit_test(s2s_kv_cross_cached_matches_forward),
         cmocka_unit_test(s2s_infer_matches_full_forward),
         cmocka_unit_test(s2s_decode_greedy_and_beam_claims),
+        cmocka_unit_test(s2s_ensemble_copies_and_mean),
+        cmocka_unit_test(s2s_ensemble_refusals),
         cmocka_unit_test(s2s_decode_ties_lowest_id),
         cmocka_unit_test(s2s_decode_float32),
         cmocka_unit_test(s2s_decode_cut_at_cache_length),
