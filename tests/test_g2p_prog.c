@@ -4,7 +4,7 @@
  * and names words it cannot spell (a line holding a NUL byte too; a huge word by its
  * first bytes and length), exits 1 when its output cannot be written, eval writes its
  * numbers and the wrong words, bad input is refused with exit 2 and a message naming the
- * file; and the committed model reproduces the test-set numbers its summary claims, at 1
+ * file, an ensemble of a model with itself is the model; and the committed model reproduces the test-set numbers its summary claims, at 1
  * and 2 threads.
  */
 #include <math.h>
@@ -482,6 +482,102 @@ static void g2p_average(void **state)
     assert_true(check_mean("m1.safetensors", "a10.safetensors", "a10.safetensors") > 1000);
 }
 
+/* --ensemble: a model with itself decodes as the model alone (eval's numbers and wrong
+ * words, pronounce's n-best with log-probabilities: the same bytes); two models decode the
+ * same whichever is --model (the mean of two is symmetric to the bit); eval.json names the
+ * ensemble; a model of other data, an empty name, a missing file and too many models are
+ * refused with exit 2 naming the file. */
+static void g2p_ensemble(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 30 --eval-every 30 "
+                              "--out a"), 0);
+    assert_int_equal(g2p("b", "train --data d.dict " TINY " --dim 24 --steps 30 "
+                              "--eval-every 30 --seed 7 --out b"), 0);
+    assert_int_equal(g2p("e1", "eval --model a/best.safetensors --beam 3 --out e1"), 0);
+    assert_int_equal(g2p("e2", "eval --model a/best.safetensors --ensemble a/best.safetensors "
+                               "--beam 3 --out e2"), 0);
+    char *e1 = slurp("e1/errors.txt", NULL), *e2 = slurp("e2/errors.txt", NULL);
+    assert_non_null(e1);
+    assert_non_null(e2);
+    assert_string_equal(e1, e2);
+    free(e1);
+    free(e2);
+    char *j1 = slurp("e1/eval.json", NULL), *j2 = slurp("e2/eval.json", NULL);
+    cJSON *r1 = cJSON_Parse(j1), *r2 = cJSON_Parse(j2);
+    assert_non_null(r1);
+    assert_non_null(r2);
+    static const char *const keys[] = {"wer", "per", "wer_stress", "per_stress", "words"};
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            const char *part = pass ? "beam" : "greedy";
+            const double v1 = cJSON_GetObjectItem(cJSON_GetObjectItem(r1, part), keys[k])
+                                  ->valuedouble;
+            const double v2 = cJSON_GetObjectItem(cJSON_GetObjectItem(r2, part), keys[k])
+                                  ->valuedouble;
+            assert_true(v1 == v2);
+        }
+    assert_null(cJSON_GetObjectItem(r1, "ensemble"));
+    const cJSON *ens = cJSON_GetObjectItem(r2, "ensemble");
+    assert_int_equal(cJSON_GetArraySize(ens), 1);
+    assert_string_equal(cJSON_GetArrayItem(ens, 0)->valuestring, "a/best.safetensors");
+    cJSON_Delete(r1);
+    cJSON_Delete(r2);
+    free(j1);
+    free(j2);
+
+    static const char words[] = "hello world cat phonetic abbreviation";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "pronounce --model a/best.safetensors --beam 3 --nbest 3 %s",
+             words);
+    assert_int_equal(g2p("p1", cmd), 0);
+    snprintf(cmd, sizeof cmd, "pronounce --model a/best.safetensors --ensemble "
+             "a/best.safetensors --beam 3 --nbest 3 %s", words);
+    assert_int_equal(g2p("p2", cmd), 0);
+    char *p1 = slurp("p1.out", NULL), *p2 = slurp("p2.out", NULL);
+    assert_non_null(p1);
+    assert_non_null(p2);
+    assert_non_null(strstr(p1, "# logprob"));
+    assert_string_equal(p1, p2);
+    free(p2);
+    snprintf(cmd, sizeof cmd, "pronounce --model a/best.safetensors --ensemble "
+             "b/best.safetensors --beam 3 --nbest 3 %s", words);
+    assert_int_equal(g2p("ab", cmd), 0);
+    snprintf(cmd, sizeof cmd, "pronounce --model b/best.safetensors --ensemble "
+             "a/best.safetensors --beam 3 --nbest 3 %s", words);
+    assert_int_equal(g2p("ba", cmd), 0);
+    char *ab = slurp("ab.out", NULL), *ba = slurp("ba.out", NULL);
+    assert_non_null(ab);
+    assert_non_null(ba);
+    assert_string_equal(ab, ba);
+    assert_string_not_equal(ab, p1); /* the pair is not model a alone */
+    free(ab);
+    free(ba);
+    free(p1);
+
+    /* refusals */
+    write_file("o.tsv", "abc\tx y z\nabd\tx y w\nbcd\ty z w\n", 31);
+    assert_int_equal(g2p("o", "train --data o.tsv " TINY " --batch 2 --steps 2 --out o"), 0);
+    assert_int_equal(g2p("r1", "pronounce --model a/best.safetensors --ensemble "
+                               "o/best.safetensors hello"), 2);
+    assert_file_contains("r1.err", "o/best.safetensors");
+    assert_file_contains("r1.err", "other symbols");
+    assert_int_equal(g2p("r2", "eval --model a/best.safetensors --ensemble "
+                               "b/best.safetensors::a/best.safetensors --out r2"), 2);
+    assert_file_contains("r2.err", "an empty file name");
+    assert_int_equal(g2p("r3", "eval --model a/best.safetensors --ensemble "
+                               "missing.safetensors --out r3"), 2);
+    assert_file_contains("r3.err", "missing.safetensors");
+    char many[1024] = "";
+    for (int i = 0; i < 8; i++)
+        strcat(many, i ? ":a/best.safetensors" : "a/best.safetensors");
+    snprintf(cmd, sizeof cmd, "pronounce --model a/best.safetensors --ensemble %s hello", many);
+    assert_int_equal(g2p("r4", cmd), 2);
+    assert_file_contains("r4.err", "at most 7 models");
+    assert_false(file_exists("r2/eval.json") || file_exists("r3/eval.json"));
+}
+
 /* --keep-checkpoints K keeps the last K checkpoints as checkpoint-<step>.safetensors, each
  * the very file checkpoint.safetensors was at that step, also across --resume; they are
  * the run's like its other checkpoints: a new run is refused a directory holding only such
@@ -609,6 +705,7 @@ int main(void)
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_tsv_form, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_average, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_ensemble, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_keep_checkpoints, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,
                                         tmpdir_teardown),

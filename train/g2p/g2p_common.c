@@ -78,6 +78,11 @@ const size_t G2P_N_TRAIN_OPTS = sizeof G2P_TRAIN_OPTS / sizeof G2P_TRAIN_OPTS[0]
 #define G2P_OPT_MODEL                                                                        \
     {"model", CLI_PATH, OFF(model), 0, 0, 0, "FILE",                                        \
      "a model of mha-g2p train (best.safetensors or checkpoint.safetensors)", NULL}
+#define G2P_OPT_ENSEMBLE                                                                     \
+    {"ensemble", CLI_PATH, OFF(ensemble), 0, 0, 0, "FILE[:FILE...]",                        \
+     "more models decoded with --model as one (an ensemble: their log-probabilities are "   \
+     "averaged at each step); trained on the same data (the same symbols and sizes of "     \
+     "words), up to 7", NULL}
 #define G2P_OPT_BEAM                                                                         \
     {"beam", CLI_SIZE, OFF(beam), 1, 64, 0, "K", "beam width (1 = greedy)", NULL}
 #define G2P_OPT_ALPHA                                                                        \
@@ -88,7 +93,7 @@ const size_t G2P_N_TRAIN_OPTS = sizeof G2P_TRAIN_OPTS / sizeof G2P_TRAIN_OPTS[0]
      "threads (0 = all cores); at most 4 x the online CPUs", NULL}
 
 const cli_opt G2P_PRONOUNCE_OPTS[] = {
-    G2P_OPT_MODEL, G2P_OPT_BEAM,
+    G2P_OPT_MODEL, G2P_OPT_ENSEMBLE, G2P_OPT_BEAM,
     {"nbest", CLI_SIZE, OFF(nbest), 1, 64, 0, "N",
      "pronunciations per word (<= --beam), as WORD, WORD(1), ... each with '# logprob' after "
      "it when N > 1", NULL},
@@ -97,7 +102,7 @@ const cli_opt G2P_PRONOUNCE_OPTS[] = {
 const size_t G2P_N_PRONOUNCE_OPTS = sizeof G2P_PRONOUNCE_OPTS / sizeof G2P_PRONOUNCE_OPTS[0];
 
 const cli_opt G2P_EVAL_OPTS[] = {
-    G2P_OPT_MODEL, G2P_OPT_BEAM, G2P_OPT_ALPHA,
+    G2P_OPT_MODEL, G2P_OPT_ENSEMBLE, G2P_OPT_BEAM, G2P_OPT_ALPHA,
     {"dict", CLI_PATH, OFF(dict), 0, 0, 0, "FILE",
      "dictionary to score: every usable word of it (default: the test words of the "
      "model's own --data)", NULL},

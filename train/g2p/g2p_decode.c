@@ -13,22 +13,32 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
-void g2p_decoder_init(g2p_decoder *d, mha_s2s *m, size_t beam, size_t nbest, double alpha)
+void g2p_decoder_init(g2p_decoder *d, size_t n_models, mha_s2s *const *models, size_t beam,
+                      size_t nbest, double alpha)
 {
     memset(d, 0, sizeof *d);
+    if (n_models == 0 || n_models > G2P_MAX_MODELS)
+        cli_die(CLI_EXIT_RUNTIME, "decoder: %zu models (1 to %d)", n_models, G2P_MAX_MODELS);
     mha_s2s_config mc;
-    cli_check(mha_s2s_get_config(m, &mc), "model");
-    d->m = m;
+    cli_check(mha_s2s_get_config(models[0], &mc), "model");
+    d->n_models = n_models;
     d->beam = beam;
     d->nbest = nbest;
     d->alpha = alpha;
     d->max_src = mc.src_context;
     d->max_tgt = mc.tgt_context;
-    /* words per batch: at most what the model's encoder buffers hold */
-    const size_t mb = mha_s2s_max_batch(m), B = mb < G2P_DECODE_BATCH ? mb : G2P_DECODE_BATCH;
+    /* words per batch: at most what every model's encoder buffers hold */
+    size_t B = G2P_DECODE_BATCH;
+    for (size_t i = 0; i < n_models; i++) {
+        const size_t mb = mha_s2s_max_batch(models[i]);
+        B = mb < B ? mb : B;
+    }
     d->batch = B;
-    cli_check(mha_s2s_infer_create(&d->inf, m, B * beam, d->max_src, d->max_tgt),
-              "decoder caches");
+    for (size_t i = 0; i < n_models; i++) {
+        d->m[i] = models[i];
+        cli_check(mha_s2s_infer_create(&d->inf[i], models[i], B * beam, d->max_src, d->max_tgt),
+                  "decoder caches");
+    }
     d->src = xcalloc(B * d->max_src, sizeof *d->src);
     d->len = xcalloc(B, sizeof *d->len);
     d->out = xcalloc(B * nbest * d->max_tgt, sizeof *d->out);
@@ -39,7 +49,8 @@ void g2p_decoder_init(g2p_decoder *d, mha_s2s *m, size_t beam, size_t nbest, dou
 
 void g2p_decoder_free(g2p_decoder *d)
 {
-    mha_s2s_infer_destroy(d->inf);
+    for (size_t i = 0; i < d->n_models; i++)
+        mha_s2s_infer_destroy(d->inf[i]);
     free(d->src);
     free(d->len);
     free(d->out);
@@ -81,8 +92,9 @@ void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, cons
             d->len[b] = lens[w];
         }
         if (d->beam == 1) {
-            cli_check(mha_s2s_greedy(d->m, d->inf, B, S, d->src, d->len, G2P_BOS, G2P_EOS,
-                                     maxlen, d->out, d->out_len, d->logprob),
+            cli_check(mha_s2s_ensemble_greedy(d->n_models, d->m, d->inf, B, S, d->src, d->len,
+                                              G2P_BOS, G2P_EOS, maxlen, d->out, d->out_len,
+                                              d->logprob),
                       "greedy decoding");
             for (size_t b = 0; b < B; b++) {
                 const size_t w = order[b0 + b];
@@ -95,8 +107,8 @@ void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, cons
             }
             continue;
         }
-        cli_check(mha_s2s_beam(d->m, d->inf, B, S, d->src, d->len, G2P_BOS, G2P_EOS, maxlen,
-                               d->beam, K, d->alpha, d->hyps, d->out),
+        cli_check(mha_s2s_ensemble_beam(d->n_models, d->m, d->inf, B, S, d->src, d->len, G2P_BOS,
+                                        G2P_EOS, maxlen, d->beam, K, d->alpha, d->hyps, d->out),
                   "beam search");
         for (size_t b = 0; b < B; b++)
             for (size_t k = 0; k < K; k++) {

@@ -146,6 +146,76 @@ static size_t longest_symbol(const g2p_vocab *v)
 }
 
 /* Open the model of cfg->model for decoding. */
+static void open_model(g2p_config *cfg, g2p_run *r, size_t beam);
+
+/* The models a command decodes with: --model's (run[0], whose configuration is the
+ * command's) and --ensemble's. */
+typedef struct g2p_models {
+    size_t n;
+    g2p_run run[G2P_MAX_MODELS];
+    mha_s2s *m[G2P_MAX_MODELS];
+    char path[G2P_MAX_MODELS][CLI_PATH_CAP];
+} g2p_models;
+
+/* 1 if a and b are the same symbols in the same order. */
+static int same_vocab(const g2p_vocab *a, const g2p_vocab *b)
+{
+    if (a->n != b->n || a->n_special != b->n_special)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->sym[i], b->sym[i]) != 0)
+            return 0;
+    return 1;
+}
+
+/* Open --model (into cfg, as open_model) and every model of --ensemble (FILE[:FILE...]);
+ * exit 2 for a model that is not one of the same data as --model's: other symbols, or
+ * other longest word or pronunciation (the sizes of the decoder's caches). */
+static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam)
+{
+    memset(ms, 0, sizeof *ms);
+    char list[CLI_PATH_CAP];
+    snprintf(list, sizeof list, "%s", cfg->ensemble);
+    snprintf(ms->path[0], sizeof ms->path[0], "%s", cfg->model);
+    open_model(cfg, &ms->run[0], beam);
+    ms->m[0] = ms->run[0].m;
+    ms->n = 1;
+    for (char *p = list; list[0] && p;) {
+        char *colon = strchr(p, ':');
+        if (colon)
+            *colon = '\0';
+        if (!*p)
+            cli_die_usage("--ensemble '%s': an empty file name", cfg->ensemble);
+        if (ms->n == G2P_MAX_MODELS)
+            cli_die_usage("--ensemble: at most %d models besides --model", G2P_MAX_MODELS - 1);
+        g2p_config c;
+        g2p_defaults(&c);
+        snprintf(c.model, sizeof c.model, "%s", p);
+        c.run_threads = cfg->run_threads;
+        g2p_run *r = &ms->run[ms->n];
+        open_model(&c, r, beam);
+        char what[2 * CLI_PATH_CAP + 64];
+        snprintf(what, sizeof what, "cannot use model %s in an ensemble with %s", p, cfg->model);
+        if (!same_vocab(&r->src, &ms->run[0].src) || !same_vocab(&r->tgt, &ms->run[0].tgt))
+            cli_die(CLI_EXIT_USAGE, "%s: other symbols (a model of other data)", what);
+        if (c.src_context != cfg->src_context || c.tgt_context != cfg->tgt_context)
+            cli_die(CLI_EXIT_USAGE, "%s: it reads words of up to %zu symbols and writes up to "
+                    "%zu, --model %zu and %zu (a model of other data)", what, c.src_context,
+                    c.tgt_context, cfg->src_context, cfg->tgt_context);
+        snprintf(ms->path[ms->n], sizeof ms->path[0], "%s", p);
+        ms->m[ms->n] = r->m;
+        ms->n++;
+        p = colon ? colon + 1 : NULL;
+    }
+}
+
+static void close_models(g2p_models *ms)
+{
+    for (size_t i = 0; i < ms->n; i++)
+        g2p_run_destroy(&ms->run[i]);
+    memset(ms, 0, sizeof *ms);
+}
+
 static void open_model(g2p_config *cfg, g2p_run *r, size_t beam)
 {
     g2p_vocab src = {0}, tgt = {0};
@@ -212,8 +282,9 @@ static int cmd_pronounce(int argc, char **argv)
             if (!(list[i] = strdup(words[i])))
                 cli_die(CLI_EXIT_RUNTIME, "out of memory");
     }
-    g2p_run r;
-    open_model(&cfg, &r, cfg.beam);
+    g2p_models ms;
+    open_models(&cfg, &ms, cfg.beam);
+    const g2p_run *r = &ms.run[0];
     const size_t S = cfg.src_context, L = cfg.tgt_context, K = cfg.nbest;
     int32_t *ids = calloc(n * S + 1, sizeof *ids);
     const int32_t **srcs = calloc(n + 1, sizeof *srcs);
@@ -222,7 +293,7 @@ static int cmd_pronounce(int argc, char **argv)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     for (size_t i = 0; i < n; i++) {
         size_t bad = 0;
-        long k = spell(&r.src, list[i], ids + m * S, S, &bad);
+        long k = spell(&r->src, list[i], ids + m * S, S, &bad);
         shown_word(list[i], strlen(list[i]), shown, sizeof shown);
         if (k == G2P_ENC_BADUTF8 || k == G2P_ENC_UNKNOWN) {
             const unsigned char c = (unsigned char)list[i][bad];
@@ -248,9 +319,9 @@ static int cmd_pronounce(int argc, char **argv)
     if (!tok || !tlen || !lp)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     g2p_decoder d;
-    g2p_decoder_init(&d, r.m, cfg.beam, K, cfg.alpha);
+    g2p_decoder_init(&d, ms.n, ms.m, cfg.beam, K, cfg.alpha);
     g2p_decode_words(&d, m, srcs, lens, tok, tlen, lp, NULL);
-    const size_t bcap = L * (longest_symbol(&r.tgt) + 1) + 64; /* a joined pronunciation */
+    const size_t bcap = L * (longest_symbol(&r->tgt) + 1) + 64; /* a joined pronunciation */
     char *buf = malloc(bcap);
     if (!buf)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
@@ -260,7 +331,7 @@ static int cmd_pronounce(int argc, char **argv)
             size_t len;
             if (!isfinite(lp[o]))
                 continue; /* fewer hypotheses than --nbest */
-            cli_check(g2p_vocab_join(&r.tgt, tok + o * L, tlen[o], " ", buf, bcap, &len),
+            cli_check(g2p_vocab_join(&r->tgt, tok + o * L, tlen[o], " ", buf, bcap, &len),
                       "output");
             if (k == 0)
                 printf("%s  %s", list[ok[j]], buf);
@@ -273,7 +344,7 @@ static int cmd_pronounce(int argc, char **argv)
     cli_flush_stdout(); /* exit 1 if the pronunciations could not be written */
     free(buf);
     g2p_decoder_free(&d);
-    g2p_run_destroy(&r);
+    close_models(&ms);
     for (size_t i = 0; i < n; i++)
         free(list[i]);
     if (list != words)
@@ -290,11 +361,13 @@ static int cmd_pronounce(int argc, char **argv)
 }
 
 /* One scoring pass (a beam width) of eval: the numbers into obj, the wrong words to f. */
-static void eval_pass(g2p_run *r, const g2p_config *cfg, const g2p_dict *dict, const g2p_set *s,
-                      int split, const int32_t *map, size_t beam, cJSON *obj, FILE *f)
+static void eval_pass(g2p_models *ms, const g2p_config *cfg, const g2p_dict *dict,
+                      const g2p_set *s, int split, const int32_t *map, size_t beam, cJSON *obj,
+                      FILE *f)
 {
+    const g2p_run *r = &ms->run[0];
     g2p_decoder d;
-    g2p_decoder_init(&d, r->m, beam, 1, cfg->alpha);
+    g2p_decoder_init(&d, ms->n, ms->m, beam, 1, cfg->alpha);
     const size_t count = split >= 0 ? s->words_off[split + 1] - s->words_off[split]
                                     : s->words_off[G2P_NSPLIT] - s->words_off[0];
     const size_t L = cfg->tgt_context;
@@ -362,8 +435,9 @@ static int cmd_eval(int argc, char **argv)
     if (dict_path[0] && eval_split != 0)
         cli_die_usage("--words validation scores the model's own data; it does not go with "
                       "--dict");
-    g2p_run r;
-    open_model(&cfg, &r, beam);
+    g2p_models ms;
+    open_models(&cfg, &ms, beam);
+    const g2p_run *r = &ms.run[0];
     cfg.beam = beam;
     cfg.alpha = alpha;
     const int split = dict_path[0] ? -1 : eval_split == 1 ? G2P_VALID : G2P_TEST;
@@ -376,16 +450,16 @@ static int cmd_eval(int argc, char **argv)
     g2p_set s;
     if (g2p_dict_read(dict_path, split < 0 ? G2P_FMT_AUTO : cfg.format, &dict, err, sizeof err))
         cli_die(CLI_EXIT_USAGE, "%s", err);
-    if (g2p_set_encode(&dict, &r.src, &r.tgt, &s, err, sizeof err))
+    if (g2p_set_encode(&dict, &r->src, &r->tgt, &s, err, sizeof err))
         cli_die(CLI_EXIT_USAGE, "%s", err);
     g2p_vocab reduced = {0};
-    int32_t *map = calloc(r.tgt.n, sizeof *map);
+    int32_t *map = calloc(r->tgt.n, sizeof *map);
     if (!map)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    if (g2p_stress_map(&r.tgt, &reduced, map, err, sizeof err) != MHA_OK)
+    if (g2p_stress_map(&r->tgt, &reduced, map, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_RUNTIME, "%s", err);
-    printf("mha-g2p eval: %s on %s (%s), %zu words it cannot spell skipped\n", cfg.model,
-           dict_path, split < 0 ? "every word" : split == G2P_VALID ? "validation words"
+    printf("mha-g2p eval: %s%s%s on %s (%s), %zu words it cannot spell skipped\n", cfg.model,
+           ms.n > 1 ? " + " : "", ms.n > 1 ? cfg.ensemble : "", dict_path, split < 0 ? "every word" : split == G2P_VALID ? "validation words"
                                                                      : "test words",
            s.skipped_words);
     cli_prepare_out_dir(out);
@@ -399,17 +473,22 @@ static int cmd_eval(int argc, char **argv)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s", tmp);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", cfg.model);
+    if (ms.n > 1) {
+        cJSON *e = cJSON_AddArrayToObject(root, "ensemble");
+        for (size_t i = 1; i < ms.n; i++)
+            cJSON_AddItemToArray(e, cJSON_CreateString(ms.path[i]));
+    }
     cJSON_AddStringToObject(root, "dictionary", dict_path);
     cJSON_AddStringToObject(root, "words", split < 0               ? "all"
                                            : split == G2P_VALID ? "validation"
                                                                 : "test");
-    eval_pass(&r, &cfg, &dict, &s, split, map, 1, cJSON_AddObjectToObject(root, "greedy"),
+    eval_pass(&ms, &cfg, &dict, &s, split, map, 1, cJSON_AddObjectToObject(root, "greedy"),
               beam == 1 ? f : NULL);
     if (beam > 1) {
         cJSON *b = cJSON_AddObjectToObject(root, "beam");
         cJSON_AddNumberToObject(b, "width", (double)beam);
         cJSON_AddNumberToObject(b, "alpha", alpha);
-        eval_pass(&r, &cfg, &dict, &s, split, map, beam, b, f);
+        eval_pass(&ms, &cfg, &dict, &s, split, map, beam, b, f);
     }
     if (fclose(f) != 0 || rename(tmp, epath) != 0)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s", epath);
@@ -419,7 +498,7 @@ static int cmd_eval(int argc, char **argv)
     g2p_vocab_free(&reduced);
     g2p_set_free(&s);
     g2p_dict_free(&dict);
-    g2p_run_destroy(&r);
+    close_models(&ms);
     return 0;
 }
 

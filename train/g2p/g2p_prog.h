@@ -22,6 +22,7 @@
 #define G2P_CKPT_FORMAT "mha-g2p/1"
 enum { G2P_MAX_POS = 256 };     /* most source / target positions a model may have      */
 enum { G2P_DECODE_BATCH = 256 }; /* words decoded at once                                */
+enum { G2P_MAX_MODELS = 8 };     /* models of one ensemble (--model + --ensemble)          */
 
 /* Everything a run is made of (see the tables in g2p_common.c for ranges, defaults and
  * which options are stored in checkpoints). */
@@ -48,6 +49,7 @@ typedef struct g2p_config {
     double elapsed;              /* training seconds of a checkpoint (its metadata)      */
     /* pronounce / eval */
     char model[CLI_PATH_CAP];
+    char ensemble[CLI_PATH_CAP]; /* --ensemble: more models, ':'-separated                */
     size_t beam, nbest;
     double alpha;
     char dict[CLI_PATH_CAP];
@@ -123,10 +125,12 @@ void g2p_load_model(g2p_run *r, const g2p_config *cfg, mha_st_file *f, const cha
 
 /* ---- decoding many words (g2p_decode.c) ---------------------------------------------- */
 
-/* Decoder state for words of up to max_src symbols with beam width beam (1: greedy). */
+/* Decoder state for words of up to max_src symbols with beam width beam (1: greedy), of
+ * one model or an ensemble of n_models (their log-probabilities averaged at each step). */
 typedef struct g2p_decoder {
-    mha_s2s *m;
-    mha_s2s_infer *inf;
+    size_t n_models;
+    mha_s2s *m[G2P_MAX_MODELS];
+    mha_s2s_infer *inf[G2P_MAX_MODELS];
     size_t beam, nbest, max_src, max_tgt;
     size_t batch;           /* words decoded at once: min(G2P_DECODE_BATCH, max_batch) */
     double alpha;
@@ -138,7 +142,9 @@ typedef struct g2p_decoder {
     mha_s2s_hyp *hyps;
 } g2p_decoder;
 
-void g2p_decoder_init(g2p_decoder *d, mha_s2s *m, size_t beam, size_t nbest, double alpha);
+/* n_models (1 .. G2P_MAX_MODELS) models of the same vocabularies and contexts. */
+void g2p_decoder_init(g2p_decoder *d, size_t n_models, mha_s2s *const *models, size_t beam,
+                      size_t nbest, double alpha);
 void g2p_decoder_free(g2p_decoder *d);
 /* Decode words ids[i] (srcs[i][0 .. lens[i])) for i < n, in batches of words of similar
  * length; results for word i: hypothesis k (< nbest) has tokens out_tok[(i·nbest + k) ·

@@ -297,7 +297,7 @@ static void build_model(trainer *t, mha_st_file *ck, const char *what, g2p_vocab
     t->order_epoch = UINT64_MAX;
     if (g2p_stress_map(&t->r.tgt, &t->reduced, t->map, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_RUNTIME, "%s", err);
-    g2p_decoder_init(&t->dec, t->r.m, 1, 1, 1.0);
+    g2p_decoder_init(&t->dec, 1, &t->r.m, 1, 1, 1.0);
 }
 
 static void print_header(const trainer *t)
