@@ -214,6 +214,15 @@ MHA_API int MHA_NAME(forward_cached)(MHA_NAME(module) *m, MHA_NAME(kvcache) *kv,
 MHA_API int MHA_NAME(kvcache_set_context)(MHA_NAME(module) *m, MHA_NAME(kvcache) *kv,
                                           size_t batch, size_t seq_k,
                                           const MHA_REAL *x_context, const size_t *key_lengths);
+/* Add the contexts of `batch` more sequences after those set (sequences kv's batch ..):
+ * the same as one set_context of them all (bit for bit: each sequence's keys and values
+ * are computed alone), so an encoder's output can be cached a slice at a time. seq_k must
+ * be the cached one, and the batch then up to the capacity (MHA_ESHAPE); MHA_ESTATE
+ * before set_context (or after a reset); otherwise errors as set_context. */
+MHA_API int MHA_NAME(kvcache_append_context)(MHA_NAME(module) *m, MHA_NAME(kvcache) *kv,
+                                             size_t batch, size_t seq_k,
+                                             const MHA_REAL *x_context,
+                                             const size_t *key_lengths);
 /* Cross-attention, evaluation mode, of n_new query rows per sequence over the cached
  * context: out [B, n_new, D] equals, up to rounding, MHA_NAME(forward) with training = 0,
  * x_context the cached context and mask key_lengths. B must be the set_context batch

@@ -140,10 +140,12 @@ MHA_API int MHA_NAME(s2s_infer_create)(MHA_NAME(s2s_infer) **out, MHA_NAME(s2s) 
                                        size_t rows, size_t max_src, size_t max_len);
 MHA_API void MHA_NAME(s2s_infer_destroy)(MHA_NAME(s2s_infer) *s);
 
-/* Run the encoder (evaluation mode) on B sources (B <= the model's max_batch and <= rows)
- * and compute every decoder block's cross-attention keys and values from its output; the
- * decoder caches are emptied and row b decodes source b. Uses the model's activation
- * buffers (a pending backward is lost: MHA_ESTATE until the next forward). */
+/* Run the encoder (evaluation mode) on B sources (B <= rows; more than the model's
+ * max_batch go through the encoder max_batch at a time, so a model made for small batches
+ * decodes many rows at once) and compute every decoder block's cross-attention keys and
+ * values from its output; the decoder caches are emptied and row b decodes source b. Uses
+ * the model's activation buffers (a pending backward is lost: MHA_ESTATE until the next
+ * forward). */
 MHA_API int MHA_NAME(s2s_infer_encode)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B,
                                        size_t S, const int32_t *src, const size_t *src_len);
 /* Keep rows from[0 .. n): new row r continues old row from[r] (its source and its decoded
@@ -158,7 +160,7 @@ MHA_API int MHA_NAME(s2s_infer_shape)(const MHA_NAME(s2s_infer) *s, size_t *rows
 MHA_API int MHA_NAME(s2s_infer_step)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s,
                                      const int32_t *tokens, MHA_REAL *logits);
 
-/* Greedy decoding of B sources (B <= min(max_batch, rows of s)): start from token bos,
+/* Greedy decoding of B sources (B <= rows of s): start from token bos,
  * take the most likely token (lowest id on ties) until eos or max_len tokens. out
  * [B, max_len] gets the tokens before eos, len [B] their number, logprob [B] (may be
  * NULL) Σ log P of the chosen tokens including eos when it was reached. max_len <= the
@@ -167,7 +169,7 @@ MHA_API int MHA_NAME(s2s_greedy)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_
                                  const int32_t *src, const size_t *src_len, int32_t bos,
                                  int32_t eos, size_t max_len, int32_t *out, size_t *len,
                                  double *logprob);
-/* Beam search of width K for B sources (B·K <= rows of s, B <= max_batch): K hypotheses
+/* Beam search of width K for B sources (B·K <= rows of s): K hypotheses
  * per source grow one token at a time from bos; a hypothesis that takes eos is finished.
  * A source stops when K hypotheses are finished or max_len tokens are reached (the live
  * ones then count, unfinished). The nbest (<= K) best by score = logprob / (len + 1)^alpha

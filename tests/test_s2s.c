@@ -1057,6 +1057,29 @@ static void s2s_kv_cross_cached_matches_forward(void **state)
         assert_int_equal(mhad_forward_cross_cached(m, kv, B, 1, row, row), MHA_OK);
         assert_memory_equal(row, out, sizeof row);
     }
+    /* append_context: the context set a slice at a time (1 then 2 sequences) is the
+     * context set at once, bit for bit; refused before a context, for another seq_k and
+     * past the capacity */
+    {
+        mhad_kvcache *kv2;
+        double got2[NB * Sq * D];
+        assert_int_equal(mhad_kvcache_create(&kv2, m, NB, Sk + 1), MHA_OK);
+        assert_int_equal(mhad_kvcache_append_context(m, kv2, 1, Sk, xc, klen), MHA_ESTATE);
+        assert_int_equal(mhad_kvcache_set_context(m, kv2, 1, Sk, xc, klen), MHA_OK);
+        assert_int_equal(mhad_kvcache_append_context(m, kv2, 2, Sk + 1, xc, NULL),
+                         MHA_ESHAPE);
+        assert_int_equal(mhad_kvcache_append_context(m, kv2, NB, Sk, xc, NULL), MHA_ESHAPE);
+        assert_int_equal(mhad_kvcache_append_context(m, kv2, 2, Sk, xc + Sk * D, klen + 1),
+                         MHA_OK);
+        assert_int_equal(mhad_forward_cross_cached(m, kv2, B, Sq, xq, got2), MHA_OK);
+        assert_memory_equal(got2, got, B * Sq * D * sizeof(double)); /* got: all at once */
+        assert_int_equal(mhad_kvcache_append_context(m, kv2, 2, Sk, xc, klen), MHA_ESHAPE);
+        assert_int_equal(mhad_kvcache_append_context(m, kv2, 1, Sk, xc, klen), MHA_OK);
+        assert_int_equal(mhad_forward_cross_cached(m, kv2, B, 1, xq, got2), MHA_ESHAPE);
+        assert_int_equal(mhad_kvcache_reset(kv2), MHA_OK);
+        assert_int_equal(mhad_kvcache_append_context(m, kv2, 1, Sk, xc, klen), MHA_ESTATE);
+        mhad_kvcache_destroy(kv2);
+    }
     /* a context cache is not a self-attention cache */
     assert_int_equal(mhad_forward_cached(m, kv, B, 1, xq, got), MHA_EUNSUPPORTED);
     assert_int_equal(mhad_forward_cross_cached(m, kv, B + 1, 1, xq, got), MHA_ESHAPE);
@@ -1538,6 +1561,52 @@ static void s2s_ensemble_copies_and_mean(void **state)
     mhad_s2s_destroy(m1);
     mhad_s2s_destroy(m1b);
     mhad_s2s_destroy(m2);
+}
+
+/* Sources beyond the model's max_batch are encoded a slice at a time: a model made for
+ * one source at a time (and one for three) decodes 4 sources — greedy and a beam of 3 —
+ * as the model made for all 4 does: the same tokens, the same log-probabilities up to the
+ * rounding of products of other shapes. */
+static void s2s_decode_beyond_max_batch(void **state)
+{
+    (void)state;
+    enum { B = 4, S = 5, K = 3, L = 4 };
+    static const size_t src_len[B] = {5, 3, 1, 4};
+    const uint64_t SEED = 702;
+    mha_s2s_config cfg = small_config(0.0, 0.0, 0.0, SEED);
+    int32_t src[B * S];
+    fill_ids(src, B * S, 0, 7, SEED + 1);
+    int32_t out[2][B * L], tk[2][B * K * L];
+    size_t len[2][B];
+    double lp[2][B];
+    mha_s2s_hyp h[2][B * K];
+    static const size_t cap[] = {B, 1, 3};
+    for (size_t c = 0; c < 3; c++) {
+        const size_t i = c ? 1 : 0;
+        mhad_s2s *m;
+        mhad_s2s_infer *s;
+        assert_int_equal(mhad_s2s_create(&m, &cfg, cap[c]), MHA_OK);
+        randomize_s2s(m, SEED);
+        assert_int_equal(mhad_s2s_infer_create(&s, m, B * K, S, 6), MHA_OK);
+        assert_int_equal(mhad_s2s_greedy(m, s, B, S, src, src_len, BOS, EOS, L, out[i], len[i],
+                                         lp[i]), MHA_OK);
+        assert_int_equal(mhad_s2s_beam(m, s, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[i],
+                                       tk[i]), MHA_OK);
+        mhad_s2s_infer_destroy(s);
+        mhad_s2s_destroy(m);
+        if (c == 0)
+            continue;
+        assert_memory_equal(len[0], len[1], sizeof len[0]);
+        for (size_t b = 0; b < B; b++) {
+            assert_memory_equal(out[0] + b * L, out[1] + b * L, len[0][b] * sizeof(int32_t));
+            assert_close(lp[1][b], lp[0][b], 1e-12, 0);
+        }
+        for (size_t j = 0; j < B * K; j++) {
+            assert_int_equal(h[1][j].len, h[0][j].len);
+            assert_memory_equal(tk[1] + j * L, tk[0] + j * L, h[0][j].len * sizeof(int32_t));
+            assert_close(h[1][j].logprob, h[0][j].logprob, 1e-12, 0);
+        }
+    }
 }
 
 /* What an ensemble refuses, with nothing written: no models, a NULL model or state, one
@@ -2040,7 +2109,7 @@ static void s2s_infer_refusals(void **state)
         lg[i] = SENTINEL;
     assert_int_equal(mhad_s2s_infer_step(m, s, tok, lg), MHA_ESTATE);
     assert_int_equal(mhad_s2s_infer_select(s, 1, (const size_t[1]){0}), MHA_ESTATE);
-    assert_int_equal(mhad_s2s_infer_encode(m, s, 3, S, src, len), MHA_ESHAPE); /* > max_batch */
+    assert_int_equal(mhad_s2s_infer_encode(m, s, 4, S, src, len), MHA_ESHAPE); /* > rows */
     assert_int_equal(mhad_s2s_infer_encode(m, s, B, 5, src, len), MHA_ESHAPE); /* > max_src */
     assert_int_equal(mhad_s2s_infer_encode(m, s2, B, S, src, len), MHA_EMISMATCH);
     len[0] = 0;
@@ -2083,7 +2152,6 @@ static void s2s_infer_refusals(void **state)
     BAD_GREEDY(MHA_EINVAL, B, BOS, EOS, 4, NULL, olen);
     BAD_GREEDY(MHA_EINVAL, B, BOS, EOS, 4, out, NULL);
     BAD_GREEDY(MHA_ESHAPE, 4, BOS, EOS, 4, out, olen); /* > rows */
-    BAD_GREEDY(MHA_ESHAPE, 3, BOS, EOS, 4, out, olen); /* > max_batch */
 #undef BAD_GREEDY
     assert_int_equal(mhad_s2s_greedy(m, s2, B, S, src, len, BOS, EOS, 4, out, olen, NULL),
                      MHA_EMISMATCH);
@@ -2574,6 +2642,7 @@ int main(void)
         cmocka_unit_test(s2s_decode_greedy_and_beam_claims),
         cmocka_unit_test(s2s_ensemble_copies_and_mean),
         cmocka_unit_test(s2s_ensemble_refusals),
+        cmocka_unit_test(s2s_decode_beyond_max_batch),
         cmocka_unit_test(s2s_decode_ties_lowest_id),
         cmocka_unit_test(s2s_decode_float32),
         cmocka_unit_test(s2s_decode_cut_at_cache_length),

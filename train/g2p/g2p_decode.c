@@ -27,12 +27,8 @@ void g2p_decoder_init(g2p_decoder *d, size_t n_models, mha_s2s *const *models, s
     d->alpha = alpha;
     d->max_src = mc.src_context;
     d->max_tgt = mc.tgt_context;
-    /* words per batch: at most what every model's encoder buffers hold */
-    size_t B = G2P_DECODE_BATCH;
-    for (size_t i = 0; i < n_models; i++) {
-        const size_t mb = mha_s2s_max_batch(models[i]);
-        B = mb < B ? mb : B;
-    }
+    /* words per batch: G2P_DECODE_ROWS hypotheses (the encoders take them in slices) */
+    const size_t B = G2P_DECODE_ROWS / beam > 0 ? G2P_DECODE_ROWS / beam : 1;
     d->batch = B;
     for (size_t i = 0; i < n_models; i++) {
         d->m[i] = models[i];

@@ -225,7 +225,7 @@ static void open_model(g2p_config *cfg, g2p_run *r, size_t beam)
     mha_st_file *f = g2p_open_checkpoint(cfg->model, what, NULL, cfg, &src, &tgt);
     cfg->run_threads = threads;
     (void)beam;
-    g2p_load_model(r, cfg, f, what, &src, &tgt, G2P_DECODE_BATCH);
+    g2p_load_model(r, cfg, f, what, &src, &tgt, G2P_ENCODE_BATCH);
     mha_st_free(f);
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);

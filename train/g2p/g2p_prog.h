@@ -21,7 +21,10 @@
 
 #define G2P_CKPT_FORMAT "mha-g2p/1"
 enum { G2P_MAX_POS = 256 };     /* most source / target positions a model may have      */
-enum { G2P_DECODE_BATCH = 256 }; /* words decoded at once                                */
+/* Decoding (pronounce, eval): the model is made for G2P_ENCODE_BATCH words (its encoder
+ * takes the words of a batch that many at a time), and G2P_DECODE_ROWS hypotheses are
+ * decoded at once (G2P_DECODE_ROWS / beam words): they size the memory of decoding. */
+enum { G2P_ENCODE_BATCH = 16, G2P_DECODE_ROWS = 128 };
 enum { G2P_MAX_MODELS = 8 };     /* models of one ensemble (--model + --ensemble)          */
 
 /* Everything a run is made of (see the tables in g2p_common.c for ranges, defaults and
@@ -132,13 +135,13 @@ typedef struct g2p_decoder {
     mha_s2s *m[G2P_MAX_MODELS];
     mha_s2s_infer *inf[G2P_MAX_MODELS];
     size_t beam, nbest, max_src, max_tgt;
-    size_t batch;           /* words decoded at once: min(G2P_DECODE_BATCH, max_batch) */
+    size_t batch;           /* words decoded at once: max(1, G2P_DECODE_ROWS / beam)   */
     double alpha;
-    int32_t *src;           /* [G2P_DECODE_BATCH, max_src] */
-    size_t *len;            /* [G2P_DECODE_BATCH]          */
-    int32_t *out;           /* [G2P_DECODE_BATCH, nbest, max_tgt] */
-    size_t *out_len;        /* [G2P_DECODE_BATCH, nbest]   */
-    double *logprob, *score;/* [G2P_DECODE_BATCH, nbest]   */
+    int32_t *src;           /* [batch, max_src] */
+    size_t *len;            /* [batch]          */
+    int32_t *out;           /* [batch, nbest, max_tgt] */
+    size_t *out_len;        /* [batch, nbest]   */
+    double *logprob, *score;/* [batch, nbest]   */
     mha_s2s_hyp *hyps;
 } g2p_decoder;
 
