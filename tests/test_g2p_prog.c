@@ -529,10 +529,10 @@ static void g2p_ensemble(void **state)
 
     static const char words[] = "hello world cat phonetic abbreviation";
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "pronounce --model a/best.safetensors --beam 3 --nbest 3 %s",
+    snprintf(cmd, sizeof cmd, "pronounce --no-lexicon --model a/best.safetensors --beam 3 --nbest 3 %s",
              words);
     assert_int_equal(g2p("p1", cmd), 0);
-    snprintf(cmd, sizeof cmd, "pronounce --model a/best.safetensors --ensemble "
+    snprintf(cmd, sizeof cmd, "pronounce --no-lexicon --model a/best.safetensors --ensemble "
              "a/best.safetensors --beam 3 --nbest 3 %s", words);
     assert_int_equal(g2p("p2", cmd), 0);
     char *p1 = slurp("p1.out", NULL), *p2 = slurp("p2.out", NULL);
@@ -541,10 +541,10 @@ static void g2p_ensemble(void **state)
     assert_non_null(strstr(p1, "# logprob"));
     assert_string_equal(p1, p2);
     free(p2);
-    snprintf(cmd, sizeof cmd, "pronounce --model a/best.safetensors --ensemble "
+    snprintf(cmd, sizeof cmd, "pronounce --no-lexicon --model a/best.safetensors --ensemble "
              "b/best.safetensors --beam 3 --nbest 3 %s", words);
     assert_int_equal(g2p("ab", cmd), 0);
-    snprintf(cmd, sizeof cmd, "pronounce --model b/best.safetensors --ensemble "
+    snprintf(cmd, sizeof cmd, "pronounce --no-lexicon --model b/best.safetensors --ensemble "
              "a/best.safetensors --beam 3 --nbest 3 %s", words);
     assert_int_equal(g2p("ba", cmd), 0);
     char *ab = slurp("ab.out", NULL), *ba = slurp("ba.out", NULL);

@@ -36,12 +36,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt_crc.h"
 #include "cli.h"
 #include "mha.h"
 #include "mha_optim.h"
 #include "mha_safetensors.h"
 
-enum { CKPT_NAME_CAP = 128 };
 
 /* One float parameter tensor and its optimizer moments. p, m, v borrowed [numel]. */
 typedef struct ckpt_tensor {

@@ -98,6 +98,18 @@ const cli_opt G2P_PRONOUNCE_OPTS[] = {
      "pronunciations per word (<= --beam), as WORD, WORD(1), ... each with '# logprob' after "
      "it when N > 1", NULL},
     G2P_OPT_ALPHA, G2P_OPT_THREADS,
+    {"lexicon", CLI_PATH, OFF(lexicon), 0, 0, 0, "FILE[:FILE...]",
+     "dictionaries looked up before the model's own (your overrides first): a word they list "
+     "gets their pronunciations, in file order; CMUdict lines or 'word<TAB>PH PH' lines",
+     NULL},
+    {"no-lexicon", CLI_FLAG, OFF(no_lexicon), 0, 1, 0, "",
+     "ask the model for every word (by default the dictionary the model was trained on, "
+     "named in its file, answers the words it lists)", NULL},
+    {"no-stress", CLI_FLAG, OFF(no_stress), 0, 1, 0, "",
+     "remove the stress digits: HH AH0 L OW1 -> HH AH L OW", NULL},
+    {"show-source", CLI_FLAG, OFF(show_source), 0, 1, 0, "",
+     "end each line with '# lexicon FILE', '# model' or '# parts' (a hyphenated word "
+     "pronounced part by part)", NULL},
 };
 const size_t G2P_N_PRONOUNCE_OPTS = sizeof G2P_PRONOUNCE_OPTS / sizeof G2P_PRONOUNCE_OPTS[0];
 

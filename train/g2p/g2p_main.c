@@ -10,10 +10,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 
 #include "dist.h"
+#include "mha_g2p.h"
 #include "report.h"
 
 
@@ -82,32 +84,6 @@ static void parse(const cli_opt *opts, size_t n, int argc, char **argv, g2p_conf
     }
 }
 
-/* A word's source ids with the model's alphabet: as given, else upper- or lower-cased
- * when that spells it (CMUdict's words are upper case). Returns the length, or a negative
- * G2P_ENC_ code with *bad the byte offset of the first character no case of it spells. */
-static long spell(const g2p_vocab *src, char *word, int32_t *ids, size_t cap, size_t *bad)
-{
-    long n = g2p_encode_word(src, word, ids, cap, bad);
-    for (int pass = 0; n < 0 && n != G2P_ENC_BADUTF8 && pass < 2; pass++) {
-        char *w = strdup(word);
-        if (!w)
-            cli_die(CLI_EXIT_RUNTIME, "out of memory");
-        for (char *p = w; *p; p++)
-            if ((unsigned char)*p < 128)
-                *p = (char)(pass == 0 ? toupper((unsigned char)*p) : tolower((unsigned char)*p));
-        size_t b2 = 0;
-        long n2 = g2p_encode_word(src, w, ids, cap, &b2);
-        if (n2 >= 0) {
-            strcpy(word, w); /* the spelling the model knows, as printed */
-            n = n2;
-        } else if (b2 > *bad) {
-            *bad = b2; /* this case spells more of it: blame the first character it cannot */
-        }
-        free(w);
-    }
-    return n;
-}
-
 enum { SHOWN_BYTES = 64 }; /* of a word in a message */
 
 /* word[len] as a message shows it, into buf[cap] (cap >= 2 * SHOWN_BYTES + 40): quoted, a
@@ -168,26 +144,43 @@ static int same_vocab(const g2p_vocab *a, const g2p_vocab *b)
     return 1;
 }
 
+/* The paths of a ':'-separated list (an option's value) into paths[max]; exit 2 for an
+ * empty name or more than max. Returns how many. */
+static size_t split_list(const char *value, const char *opt, char (*paths)[CLI_PATH_CAP],
+                         size_t max)
+{
+    char list[CLI_PATH_CAP];
+    snprintf(list, sizeof list, "%s", value);
+    size_t n = 0;
+    for (char *p = list; list[0] && p;) {
+        char *colon = strchr(p, ':');
+        if (colon)
+            *colon = '\0';
+        if (!*p)
+            cli_die_usage("%s '%s': an empty file name", opt, value);
+        if (n == max)
+            cli_die_usage("%s: at most %zu %s", opt, max,
+                          strcmp(opt, "--ensemble") == 0 ? "models besides --model" : "files");
+        snprintf(paths[n++], CLI_PATH_CAP, "%s", p);
+        p = colon ? colon + 1 : NULL;
+    }
+    return n;
+}
+
 /* Open --model (into cfg, as open_model) and every model of --ensemble (FILE[:FILE...]);
  * exit 2 for a model that is not one of the same data as --model's: other symbols, or
  * other longest word or pronunciation (the sizes of the decoder's caches). */
 static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam)
 {
     memset(ms, 0, sizeof *ms);
-    char list[CLI_PATH_CAP];
-    snprintf(list, sizeof list, "%s", cfg->ensemble);
+    char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
+    const size_t n_ens = split_list(cfg->ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
     snprintf(ms->path[0], sizeof ms->path[0], "%s", cfg->model);
     open_model(cfg, &ms->run[0], beam);
     ms->m[0] = ms->run[0].m;
     ms->n = 1;
-    for (char *p = list; list[0] && p;) {
-        char *colon = strchr(p, ':');
-        if (colon)
-            *colon = '\0';
-        if (!*p)
-            cli_die_usage("--ensemble '%s': an empty file name", cfg->ensemble);
-        if (ms->n == G2P_MAX_MODELS)
-            cli_die_usage("--ensemble: at most %d models besides --model", G2P_MAX_MODELS - 1);
+    for (size_t i = 0; i < n_ens; i++) {
+        const char *p = paths[i];
         g2p_config c;
         g2p_defaults(&c);
         snprintf(c.model, sizeof c.model, "%s", p);
@@ -205,7 +198,6 @@ static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam)
         snprintf(ms->path[ms->n], sizeof ms->path[0], "%s", p);
         ms->m[ms->n] = r->m;
         ms->n++;
-        p = colon ? colon + 1 : NULL;
     }
 }
 
@@ -231,6 +223,53 @@ static void open_model(g2p_config *cfg, g2p_run *r, size_t beam)
     g2p_vocab_free(&tgt);
 }
 
+/* The words of standard input, one a line (blank lines skipped, spaces around a word
+ * removed); a line holding a NUL byte is refused with a message naming it (*bad_any = 1). */
+static char **read_words(size_t *n, int *bad_any)
+{
+    char **list = NULL, *line = NULL;
+    size_t cap = 0, lcap = 0, lineno = 0;
+    char shownw[2 * SHOWN_BYTES + 40];
+    ssize_t got;
+    *n = 0;
+    while ((got = getline(&line, &lcap, stdin)) >= 0) {
+        lineno++;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r' ||
+                           line[got - 1] == ' ' || line[got - 1] == '\t'))
+            line[--got] = 0;
+        char *w = line;
+        while (w < line + got && (*w == ' ' || *w == '\t'))
+            w++;
+        const size_t wlen = (size_t)(line + got - w);
+        if (wlen == 0)
+            continue;
+        if (memchr(w, '\0', wlen)) { /* a C string would end there: refused, not cut */
+            fprintf(stderr, "%s: line %zu: word %s: a NUL byte is not in the model's "
+                    "alphabet\n", cli_program(), lineno, shown_word(w, wlen, shownw,
+                                                                   sizeof shownw));
+            *bad_any = 1;
+            continue;
+        }
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            list = realloc(list, cap * sizeof *list);
+            if (!list)
+                cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        }
+        if (!(list[(*n)++] = strdup(w)))
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    }
+    free(line);
+    return list;
+}
+
+/* Exit status and message of a library status: out of memory is a runtime error, the
+ * rest (a file that is not a model or lexicon, a bad word) is the input's. */
+static int exit_of(int st) { return st == MHA_ENOMEM ? CLI_EXIT_RUNTIME : CLI_EXIT_USAGE; }
+
+/* pronounce: a thin user of the G2P library (mha_g2p.h): the model (and its ensemble),
+ * --lexicon's dictionaries, then the model's own; each word's answers as dictionary
+ * lines. */
 static int cmd_pronounce(int argc, char **argv)
 {
     g2p_config cfg;
@@ -239,124 +278,97 @@ static int cmd_pronounce(int argc, char **argv)
     parse(G2P_PRONOUNCE_OPTS, G2P_N_PRONOUNCE_OPTS, argc, argv, &cfg, &words, &n);
     if (cfg.nbest > cfg.beam)
         cli_die_usage("--nbest %zu is above --beam %zu", cfg.nbest, cfg.beam);
-    size_t cap = n;
-    char **list = words;
-    char shown[2 * SHOWN_BYTES + 40];
     int bad_any = 0;
-    if (n == 0) { /* one word per line on stdin */
-        list = NULL;
-        cap = 0;
-        char *line = NULL;
-        size_t lcap = 0, lineno = 0;
-        ssize_t got;
-        while ((got = getline(&line, &lcap, stdin)) >= 0) {
-            lineno++;
-            while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r' ||
-                               line[got - 1] == ' ' || line[got - 1] == '\t'))
-                line[--got] = 0;
-            char *w = line;
-            while (w < line + got && (*w == ' ' || *w == '\t'))
-                w++;
-            const size_t wlen = (size_t)(line + got - w);
-            if (wlen == 0)
-                continue;
-            if (memchr(w, '\0', wlen)) { /* a C string would end there: refused, not cut */
-                fprintf(stderr, "%s: line %zu: word %s: a NUL byte is not in the model's "
-                        "alphabet\n", cli_program(), lineno, shown_word(w, wlen, shown,
-                                                                       sizeof shown));
-                bad_any = 1;
-                continue;
-            }
-            if (n == cap) {
-                cap = cap ? 2 * cap : 1024;
-                list = realloc(list, cap * sizeof *list);
-                if (!list)
-                    cli_die(CLI_EXIT_RUNTIME, "out of memory");
-            }
-            if (!(list[n++] = strdup(w)))
-                cli_die(CLI_EXIT_RUNTIME, "out of memory");
-        }
-        free(line);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            if (!(list[i] = strdup(words[i])))
-                cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    }
-    g2p_models ms;
-    open_models(&cfg, &ms, cfg.beam);
-    const g2p_run *r = &ms.run[0];
-    const size_t S = cfg.src_context, L = cfg.tgt_context, K = cfg.nbest;
-    int32_t *ids = calloc(n * S + 1, sizeof *ids);
-    const int32_t **srcs = calloc(n + 1, sizeof *srcs);
-    size_t *lens = calloc(n + 1, sizeof *lens), *ok = calloc(n + 1, sizeof *ok), m = 0;
-    if (!ids || !srcs || !lens || !ok)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        size_t bad = 0;
-        long k = spell(&r->src, list[i], ids + m * S, S, &bad);
-        shown_word(list[i], strlen(list[i]), shown, sizeof shown);
-        if (k == G2P_ENC_BADUTF8 || k == G2P_ENC_UNKNOWN) {
-            const unsigned char c = (unsigned char)list[i][bad];
-            fprintf(stderr, "%s: word %s: character '%.*s' is not in the model's alphabet\n",
-                    cli_program(), shown, 1 + (c >= 0xC0) + (c >= 0xE0) + (c >= 0xF0),
-                    list[i] + bad);
-            bad_any = 1;
-            continue;
-        }
-        if (k == 0 || (size_t)k > S) {
-            fprintf(stderr, "%s: word %s: %s (the model reads at most %zu)\n", cli_program(),
-                    shown, k == 0 ? "empty" : "too long", S);
-            bad_any = 1;
-            continue;
-        }
-        srcs[m] = ids + m * S;
-        lens[m] = (size_t)k;
-        ok[m++] = i;
-    }
-    int32_t *tok = calloc(m * K * L + 1, sizeof *tok);
-    size_t *tlen = calloc(m * K + 1, sizeof *tlen);
-    double *lp = calloc(m * K + 1, sizeof *lp);
-    if (!tok || !tlen || !lp)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    g2p_decoder d;
-    g2p_decoder_init(&d, ms.n, ms.m, cfg.beam, K, cfg.alpha);
-    g2p_decode_words(&d, m, srcs, lens, tok, tlen, lp, NULL);
-    const size_t bcap = L * (longest_symbol(&r->tgt) + 1) + 64; /* a joined pronunciation */
-    char *buf = malloc(bcap);
-    if (!buf)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    for (size_t j = 0; j < m; j++)
-        for (size_t k = 0; k < K; k++) {
-            const size_t o = j * K + k;
-            size_t len;
-            if (!isfinite(lp[o]))
-                continue; /* fewer hypotheses than --nbest */
-            cli_check(g2p_vocab_join(&r->tgt, tok + o * L, tlen[o], " ", buf, bcap, &len),
-                      "output");
-            if (k == 0)
-                printf("%s  %s", list[ok[j]], buf);
+    char **list = n > 0 ? words : read_words(&n, &bad_any);
+    char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
+    size_t n_ens = split_list(cfg.ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
+    const int threads = cli_check_threads(cfg.run_threads, 1);
+    char err[4 * CLI_PATH_CAP];
+    mha_g2p *g = NULL;
+    int st = mha_g2p_open(&g, cfg.model, threads, err, sizeof err);
+    if (st != MHA_OK)
+        cli_die(exit_of(st), "cannot use model %s: %s", cfg.model, err);
+    for (size_t i = 0; i < n_ens; i++)
+        if ((st = mha_g2p_add_model(g, paths[i], err, sizeof err)) != MHA_OK)
+            cli_die(exit_of(st), "cannot use model %s in an ensemble with %s: %s", paths[i],
+                    cfg.model, err);
+    cli_check(mha_g2p_set_beam(g, cfg.beam, cfg.alpha), "decoding options");
+    /* lexicons: --lexicon's in order, then the dictionary the model was trained on */
+    char lex[G2P_MAX_LEXICONS + 1][CLI_PATH_CAP];
+    size_t n_lex = 0;
+    if (!cfg.no_lexicon) {
+        n_lex = split_list(cfg.lexicon, "--lexicon", lex, G2P_MAX_LEXICONS);
+        if (mha_g2p_model_data(g)[0]) {
+            g2p_default_path(lex[n_lex], sizeof lex[n_lex], mha_g2p_model_data(g));
+            if (access(lex[n_lex], R_OK) == 0)
+                n_lex++;
             else
-                printf("%s(%zu)  %s", list[ok[j]], k, buf);
-            if (K > 1)
-                printf("  # logprob %.4f", lp[o]);
+                fprintf(stderr, "%s: note: %s, the dictionary the model was trained on, is "
+                        "not there: the model answers every word\n", cli_program(),
+                        lex[n_lex]);
+        }
+    }
+    for (size_t i = 0; i < n_lex; i++)
+        if ((st = mha_g2p_add_lexicon(g, lex[i], NULL, err, sizeof err)) != MHA_OK)
+            cli_die(exit_of(st), "lexicon: %s", err);
+    const unsigned flags = (cfg.no_lexicon ? MHA_G2P_NO_LEXICON : 0u) |
+                           (cfg.no_stress ? MHA_G2P_NO_STRESS : 0u);
+    const size_t K = cfg.nbest;
+    mha_g2p_pron *out = calloc(n * K + 1, sizeof *out);
+    size_t *n_out = calloc(n + 1, sizeof *n_out);
+    int *status = calloc(n + 1, sizeof *status);
+    if (!out || !n_out || !status)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    st = mha_g2p_pronounce_batch(g, n, (const char *const *)list, flags, K, out, n_out, status,
+                                 err, sizeof err);
+    if (st == MHA_ENOMEM)
+        cli_die(CLI_EXIT_RUNTIME, "%s", err);
+    /* the words that failed, each with its own message (the batch names only the first) */
+    for (size_t i = 0; i < n; i++) {
+        if (status[i] == MHA_OK)
+            continue;
+        mha_g2p_pron one;
+        size_t n1;
+        if (mha_g2p_pronounce(g, list[i], flags, 1, &one, &n1, err, sizeof err) == MHA_OK)
+            cli_die(CLI_EXIT_RUNTIME, "word %zu: pronounced alone, not in a batch", i);
+        fprintf(stderr, "%s: %s\n", cli_program(), err);
+        bad_any = 1;
+    }
+    /* the answers again (the calls above replaced the strings): every word at once */
+    if (bad_any && mha_g2p_pronounce_batch(g, n, (const char *const *)list, flags, K, out,
+                                           n_out, status, err, sizeof err) == MHA_ENOMEM)
+        cli_die(CLI_EXIT_RUNTIME, "%s", err);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < n_out[i]; k++) {
+            const mha_g2p_pron *p = out + i * K + k;
+            if (k == 0)
+                printf("%s  %s", p->word, p->phones);
+            else
+                printf("%s(%zu)  %s", p->word, k, p->phones);
+            const int lp = K > 1 && p->source != MHA_G2P_SOURCE_LEXICON;
+            if (cfg.show_source || lp)
+                printf("  #");
+            if (cfg.show_source)
+                printf(" %s%s%s", p->source == MHA_G2P_SOURCE_LEXICON ? "lexicon"
+                                  : p->source == MHA_G2P_SOURCE_PARTS ? "parts"
+                                                                      : "model",
+                       p->source == MHA_G2P_SOURCE_LEXICON ? " " : "",
+                       p->source == MHA_G2P_SOURCE_LEXICON ? lex[p->lexicon] : "");
+            if (lp)
+                printf(" logprob %.4f", p->logprob);
             putchar('\n');
         }
     cli_flush_stdout(); /* exit 1 if the pronunciations could not be written */
-    free(buf);
-    g2p_decoder_free(&d);
-    close_models(&ms);
-    for (size_t i = 0; i < n; i++)
-        free(list[i]);
+    mha_g2p_close(g);
+    if (list != words)
+        for (size_t i = 0; i < n; i++)
+            free(list[i]);
     if (list != words)
         free(list);
     free(words);
-    free(ids);
-    free(srcs);
-    free(lens);
-    free(ok);
-    free(tok);
-    free(tlen);
-    free(lp);
+    free(out);
+    free(n_out);
+    free(status);
     return bad_any ? CLI_EXIT_USAGE : 0;
 }
 

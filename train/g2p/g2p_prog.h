@@ -26,6 +26,7 @@ enum { G2P_MAX_POS = 256 };     /* most source / target positions a model may ha
  * decoded at once (G2P_DECODE_ROWS / beam words): they size the memory of decoding. */
 enum { G2P_ENCODE_BATCH = 16, G2P_DECODE_ROWS = 128 };
 enum { G2P_MAX_MODELS = 8 };     /* models of one ensemble (--model + --ensemble)          */
+enum { G2P_MAX_LEXICONS = 16 };  /* pronounce --lexicon files                             */
 
 /* Everything a run is made of (see the tables in g2p_common.c for ranges, defaults and
  * which options are stored in checkpoints). */
@@ -53,6 +54,8 @@ typedef struct g2p_config {
     /* pronounce / eval */
     char model[CLI_PATH_CAP];
     char ensemble[CLI_PATH_CAP]; /* --ensemble: more models, ':'-separated                */
+    char lexicon[CLI_PATH_CAP];  /* pronounce --lexicon: dictionaries, ':'-separated       */
+    int no_lexicon, no_stress, show_source; /* pronounce's flags                        */
     size_t beam, nbest;
     double alpha;
     char dict[CLI_PATH_CAP];

@@ -1,0 +1,452 @@
+/*
+ * The G2P library (mha_g2p.h) as a user embeds it: lexicon semantics (a listed word gets
+ * the lexicon's pronunciations in file order; overrides added first win; an unlisted word
+ * goes to the model; MHA_G2P_NO_LEXICON), n-best order and scores, a batch is the words
+ * one by one, hyphenated compounds by their parts, stress removed, an ensemble of a model
+ * with itself is the model, two handles in two threads, and every refusal with its status
+ * and a message naming the file or the word. Runs on the committed model.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mha.h"
+#include "mha_g2p.h"
+#include "test_util.h"
+
+#define MODEL MHA_SOURCE_DIR "/models/g2p-cmudict.safetensors"
+#define CMUDICT MHA_SOURCE_DIR "/data/cmudict.dict"
+
+static char dir[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    return make_temp_dir(dir, sizeof dir, "test_g2p_api");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return remove_tree(dir);
+}
+
+static const char *path_in(const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", dir, name);
+    return buf;
+}
+
+static mha_g2p *open_model(void)
+{
+    mha_g2p *g = NULL;
+    char err[512] = "";
+    if (mha_g2p_open(&g, MODEL, 1, err, sizeof err) != MHA_OK)
+        fail_msg("%s", err);
+    return g;
+}
+
+/* The listed word gets the lexicon's pronunciations in file order, the override added
+ * first winning over CMUdict; a word only CMUdict lists gets CMUdict's; an unlisted word
+ * the model's; NO_LEXICON asks the model even for a listed word, and gives what a handle
+ * without lexicons gives. The spelling the source knows is reported (upper case). */
+static void g2p_api_lexicon_semantics(void **state)
+{
+    (void)state;
+    char p1[600], err[512];
+    static const char over[] = ";;; my overrides\nHELLO  HH EH1 L OW1\nHELLO(1)  HH AH0 L OW2\n"
+                               "not a line\nZZYZXQ  Z IH1 Z IH0 K\n";
+    write_bytes(path_in("over.dict", p1, sizeof p1), over, sizeof over - 1);
+    mha_g2p *g = open_model(), *bare = open_model();
+    size_t skipped = 99;
+    assert_int_equal(mha_g2p_add_lexicon(g, p1, &skipped, err, sizeof err), MHA_OK);
+    assert_int_equal(skipped, 2); /* the comment and "not a line" */
+    assert_int_equal(mha_g2p_add_lexicon(g, CMUDICT, NULL, err, sizeof err), MHA_OK);
+    mha_g2p_pron p[4];
+    size_t n = 0;
+    assert_int_equal(mha_g2p_pronounce(g, "hello", 0, 4, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[0].phones, "HH EH1 L OW1");
+    assert_string_equal(p[1].phones, "HH AH0 L OW2");
+    assert_string_equal(p[0].word, "HELLO");
+    assert_int_equal(p[0].source, MHA_G2P_SOURCE_LEXICON);
+    assert_int_equal(p[0].lexicon, 0);
+    assert_true(p[0].logprob == 0.0);
+    /* nbest 1: the first of the file */
+    assert_int_equal(mha_g2p_pronounce(g, "Hello", 0, 1, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(p[0].phones, "HH EH1 L OW1");
+    /* only CMUdict lists WORLD */
+    assert_int_equal(mha_g2p_pronounce(g, "world", 0, 4, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(p[0].phones, "W ER1 L D");
+    assert_int_equal(p[0].lexicon, 1);
+    /* BLOCKCHAIN is in neither: the model */
+    assert_int_equal(mha_g2p_pronounce(g, "blockchain", 0, 1, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(p[0].source, MHA_G2P_SOURCE_MODEL);
+    assert_int_equal(p[0].lexicon, -1);
+    assert_true(p[0].logprob < 0.0);
+    assert_string_equal(p[0].word, "BLOCKCHAIN");
+    char model_says[256];
+    snprintf(model_says, sizeof model_says, "%s", p[0].phones);
+    mha_g2p_pron q[1];
+    assert_int_equal(mha_g2p_pronounce(bare, "blockchain", 0, 1, q, &n, err, sizeof err),
+                     MHA_OK);
+    assert_string_equal(q[0].phones, model_says);
+    /* NO_LEXICON: the model for a listed word too, as a handle without lexicons */
+    assert_int_equal(mha_g2p_pronounce(g, "hello", MHA_G2P_NO_LEXICON, 1, p, &n, err,
+                                       sizeof err), MHA_OK);
+    assert_int_equal(p[0].source, MHA_G2P_SOURCE_MODEL);
+    assert_int_equal(mha_g2p_pronounce(bare, "hello", 0, 1, q, &n, err, sizeof err), MHA_OK);
+    assert_string_equal(p[0].phones, q[0].phones);
+    assert_true(p[0].logprob == q[0].logprob);
+    mha_g2p_close(g);
+    mha_g2p_close(bare);
+}
+
+/* n-best from the model: distinct, best first (alpha 0: by logprob), the first the greedy
+ * answer when the beam's best is the greedy path's (with alpha 0 and beam 1: the same);
+ * NO_STRESS gives the same answers without their digits; a beam of 4 with nbest 1 answers
+ * once. */
+static void g2p_api_nbest_and_stress(void **state)
+{
+    (void)state;
+    char err[512];
+    mha_g2p *g = open_model();
+    mha_g2p_pron p[6], s[6];
+    size_t n = 0, ns = 0;
+    assert_int_equal(mha_g2p_set_beam(g, 6, 0.0), MHA_OK);
+    assert_int_equal(mha_g2p_pronounce(g, "zzyzxq", 0, 6, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(n, 6);
+    for (size_t k = 1; k < n; k++) {
+        assert_true(p[k].logprob <= p[k - 1].logprob);
+        for (size_t j = 0; j < k; j++)
+            assert_string_not_equal(p[k].phones, p[j].phones);
+    }
+    char keep[6][256];
+    for (size_t k = 0; k < n; k++)
+        snprintf(keep[k], sizeof keep[k], "%s", p[k].phones);
+    assert_int_equal(mha_g2p_pronounce(g, "zzyzxq", MHA_G2P_NO_STRESS, 6, s, &ns, err,
+                                       sizeof err), MHA_OK);
+    assert_int_equal(ns, n);
+    for (size_t k = 0; k < n; k++) {
+        char want[256];
+        size_t o = 0;
+        for (const char *c = keep[k]; *c; c++)
+            if (*c < '0' || *c > '9')
+                want[o++] = *c;
+        want[o] = '\0';
+        assert_string_equal(s[k].phones, want);
+        assert_true(s[k].logprob == p[k].logprob);
+    }
+    assert_int_equal(mha_g2p_set_beam(g, 1, 0.0), MHA_OK);
+    assert_int_equal(mha_g2p_pronounce(g, "zzyzxq", 0, 1, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(mha_g2p_set_beam(g, 4, 1.0), MHA_OK);
+    assert_int_equal(mha_g2p_pronounce(g, "zzyzxq", 0, 1, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(mha_g2p_set_beam(g, 0, 1.0), MHA_EINVAL);
+    assert_int_equal(mha_g2p_set_beam(g, 65, 1.0), MHA_EINVAL);
+    assert_int_equal(mha_g2p_set_beam(g, 4, -1.0), MHA_EINVAL);
+    mha_g2p_close(g);
+}
+
+/* A batch gives each word the answers it gets alone (the model's in batches of words of
+ * other lengths: the same phones, log-probabilities equal up to the rounding of products
+ * of another shape), with each word's status; a bad word does not stop the others. */
+static void g2p_api_batch_is_one_by_one(void **state)
+{
+    (void)state;
+    char err[512];
+    mha_g2p *g = open_model();
+    assert_int_equal(mha_g2p_add_lexicon(g, CMUDICT, NULL, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_set_beam(g, 3, 1.0), MHA_OK);
+    static const char *const words[] = {"blockchain", "hello", "x1y", "zzyzxq", "self-driving",
+                                        "supercalifragilistic", "a", "qwrtpsdfgh", "tokenizer"};
+    enum { N = sizeof words / sizeof words[0], K = 3 };
+    mha_g2p_pron out[N * K];
+    size_t n_out[N];
+    int status[N];
+    assert_int_equal(mha_g2p_pronounce_batch(g, N, words, 0, K, out, n_out, status, err,
+                                             sizeof err), MHA_EINVAL);
+    assert_non_null(strstr(err, "'x1y'"));
+    char phones[N * K][256], spelled[N * K][256];
+    double lp[N * K];
+    int src[N * K];
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(status[i], i == 2 ? MHA_EINVAL : MHA_OK);
+        assert_true(i == 2 ? n_out[i] == 0 : n_out[i] >= 1);
+        for (size_t k = 0; k < n_out[i]; k++) {
+            snprintf(phones[i * K + k], 256, "%s", out[i * K + k].phones);
+            snprintf(spelled[i * K + k], 256, "%s", out[i * K + k].word);
+            lp[i * K + k] = out[i * K + k].logprob;
+            src[i * K + k] = out[i * K + k].source;
+        }
+    }
+    for (size_t i = 0; i < N; i++) {
+        mha_g2p_pron p[K];
+        size_t n = 0;
+        const int st = mha_g2p_pronounce(g, words[i], 0, K, p, &n, err, sizeof err);
+        assert_int_equal(st, status[i]);
+        assert_int_equal(n, n_out[i]);
+        for (size_t k = 0; k < n; k++) {
+            assert_string_equal(p[k].phones, phones[i * K + k]);
+            assert_string_equal(p[k].word, spelled[i * K + k]);
+            assert_int_equal(p[k].source, src[i * K + k]);
+            assert_close(p[k].logprob, lp[i * K + k], 1e-9, 1e-5);
+        }
+    }
+    mha_g2p_close(g);
+}
+
+/* A hyphenated word no lexicon lists: each part's best answer, joined (a lexicon's part
+ * and a model's); spelled with its parts' spellings; a part the model cannot read names
+ * the word and the part. */
+static void g2p_api_hyphenated(void **state)
+{
+    (void)state;
+    char err[512];
+    mha_g2p *g = open_model();
+    assert_int_equal(mha_g2p_add_lexicon(g, CMUDICT, NULL, err, sizeof err), MHA_OK);
+    mha_g2p_pron p[2], a[1], b[1];
+    size_t n, na, nb;
+    char pa[256], pb[256];
+    assert_int_equal(mha_g2p_pronounce(g, "hello", 0, 1, a, &na, err, sizeof err), MHA_OK);
+    snprintf(pa, sizeof pa, "%s", a[0].phones);
+    assert_int_equal(mha_g2p_pronounce(g, "zzyzxq", 0, 1, b, &nb, err, sizeof err), MHA_OK);
+    snprintf(pb, sizeof pb, "%s", b[0].phones);
+    const double lpb = b[0].logprob;
+    assert_int_equal(mha_g2p_pronounce(g, "hello-zzyzxq", 0, 2, p, &n, err, sizeof err),
+                     MHA_OK);
+    assert_int_equal(n, 1);
+    char want[600];
+    snprintf(want, sizeof want, "%s %s", pa, pb);
+    assert_string_equal(p[0].phones, want);
+    assert_string_equal(p[0].word, "HELLO-ZZYZXQ");
+    assert_int_equal(p[0].source, MHA_G2P_SOURCE_PARTS);
+    assert_true(p[0].logprob == lpb); /* 0 for the lexicon's part */
+    assert_int_equal(mha_g2p_pronounce(g, "covid-19", 0, 1, p, &n, err, sizeof err),
+                     MHA_EINVAL);
+    assert_non_null(strstr(err, "'covid-19' (part '19'): character '1'"));
+    /* a dash at an end, or two: not a compound (the model cannot read '-') */
+    assert_int_equal(mha_g2p_pronounce(g, "-hello", 0, 1, p, &n, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_pronounce(g, "a--b", 0, 1, p, &n, err, sizeof err), MHA_EINVAL);
+    /* U+2019 is an apostrophe: DON'T from the lexicon */
+    assert_int_equal(mha_g2p_pronounce(g, "don\xE2\x80\x99t", 0, 1, p, &n, err, sizeof err),
+                     MHA_OK);
+    assert_string_equal(p[0].word, "DON'T");
+    assert_int_equal(p[0].source, MHA_G2P_SOURCE_LEXICON);
+    mha_g2p_close(g);
+}
+
+/* An ensemble of the model with itself answers as the model (the mean of equal
+ * log-probabilities is that value: the same bits); a model of other data is refused and
+ * leaves the handle as it was. */
+static void g2p_api_ensemble(void **state)
+{
+    (void)state;
+    char err[512], other[600];
+    mha_g2p *g = open_model(), *two = open_model();
+    assert_int_equal(mha_g2p_add_model(two, MODEL, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_set_beam(g, 4, 1.0), MHA_OK);
+    assert_int_equal(mha_g2p_set_beam(two, 4, 1.0), MHA_OK);
+    static const char *const words[] = {"blockchain", "zzyzxq", "tokenizer", "kubernetes"};
+    mha_g2p_pron a[4 * 3], b[4 * 3];
+    size_t na[4], nb[4];
+    int sa[4], sb[4];
+    assert_int_equal(mha_g2p_pronounce_batch(g, 4, words, 0, 3, a, na, sa, err, sizeof err),
+                     MHA_OK);
+    assert_int_equal(mha_g2p_pronounce_batch(two, 4, words, 0, 3, b, nb, sb, err, sizeof err),
+                     MHA_OK);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(na[i], nb[i]);
+        for (size_t k = 0; k < na[i]; k++) {
+            assert_string_equal(a[i * 3 + k].phones, b[i * 3 + k].phones);
+            assert_true(a[i * 3 + k].logprob == b[i * 3 + k].logprob);
+        }
+    }
+    /* a model of other symbols: a tiny encoder-decoder saved with other vocabularies */
+    mha_s2s_config c = {.src_vocab = 5, .tgt_vocab = 6, .src_context = 34, .tgt_context = 33,
+                        .enc_layers = 1, .dec_layers = 1, .heads = 2, .dim = 8, .mlp_dim = 16,
+                        .seed = 3, .threads = 1};
+    mha_s2s *m;
+    assert_int_equal(mha_s2s_create(&m, &c, 1), MHA_OK);
+    static const char *const keys[] = {"format", "enc-layers", "dec-layers", "heads", "dim",
+                                       "mlp-dim", "src-context", "tgt-context", "src_vocab",
+                                       "tgt_vocab"};
+    static const char *const vals[] = {"mha-g2p/1", "1", "1", "2", "8", "16", "34", "33",
+                                       "[\"<pad>\",\"A\",\"B\",\"C\",\"D\"]",
+                                       "[\"<pad>\",\"<s>\",\"</s>\",\"X\",\"Y\",\"Z\"]"};
+    path_in("other.safetensors", other, sizeof other);
+    assert_int_equal(mha_s2s_save(m, other, MHA_ST_F32, keys, vals, 10, err, sizeof err),
+                     MHA_OK);
+    mha_s2s_destroy(m);
+    assert_int_equal(mha_g2p_add_model(g, other, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "other symbols"));
+    /* the tiny model opens on its own and reads its own alphabet */
+    mha_g2p *t;
+    assert_int_equal(mha_g2p_open(&t, other, 1, err, sizeof err), MHA_OK);
+    mha_g2p_pron p[1];
+    size_t n;
+    assert_int_equal(mha_g2p_pronounce(t, "abca", 0, 1, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_pronounce(t, "abce", 0, 1, p, &n, err, sizeof err), MHA_EINVAL);
+    assert_non_null(strstr(err, "character 'e'"));
+    mha_g2p_close(t);
+    assert_int_equal(mha_g2p_pronounce_batch(g, 4, words, 0, 3, b, nb, sb, err, sizeof err),
+                     MHA_OK);
+    for (size_t i = 0; i < 4; i++)
+        assert_true(a[i * 3].logprob == b[i * 3].logprob); /* g unchanged */
+    mha_g2p_close(g);
+    mha_g2p_close(two);
+}
+
+/* What is refused, with the status and a message naming the file or the word. */
+static void g2p_api_refusals(void **state)
+{
+    (void)state;
+    char err[1024], p1[600];
+    mha_g2p *g = NULL;
+    assert_int_equal(mha_g2p_open(NULL, MODEL, 1, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_open(&g, NULL, 1, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_open(&g, MODEL, -1, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_open(&g, path_in("missing.safetensors", p1, sizeof p1), 1, err,
+                                  sizeof err), MHA_EIO);
+    assert_non_null(strstr(err, "missing.safetensors"));
+    write_bytes(path_in("junk.safetensors", p1, sizeof p1), "garbage!", 8);
+    assert_true(mha_g2p_open(&g, p1, 1, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "junk.safetensors"));
+    assert_null(g);
+    /* a model of another program: a GPT's file */
+    mha_gpt_config gc = {.vocab = 5, .context = 4, .layers = 1, .heads = 1, .dim = 4,
+                         .seed = 1, .threads = 1};
+    mha_gpt *gpt;
+    assert_int_equal(mha_gpt_create(&gpt, &gc, 1), MHA_OK);
+    static const char *const gk[] = {"format"};
+    static const char *const gv[] = {"mha-gpt/1"};
+    path_in("gpt.safetensors", p1, sizeof p1);
+    assert_int_equal(mha_gpt_save(gpt, p1, MHA_ST_F32, gk, gv, 1, err, sizeof err), MHA_OK);
+    mha_gpt_destroy(gpt);
+    assert_int_equal(mha_g2p_open(&g, p1, 1, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "not a model of mha-g2p"));
+    /* the committed model with one byte of a tensor changed: its checksum refuses it */
+    FILE *f = fopen(MODEL, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *bytes = malloc((size_t)size);
+    assert_non_null(bytes);
+    assert_int_equal(fread(bytes, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    bytes[size - 1000] ^= 0x10;
+    write_bytes(path_in("flipped.safetensors", p1, sizeof p1), bytes, (size_t)size);
+    free(bytes);
+    assert_int_equal(mha_g2p_open(&g, p1, 1, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "flipped.safetensors"));
+    assert_non_null(strstr(err, "checksum"));
+
+    g = open_model();
+    mha_g2p_pron p[2];
+    size_t n = 77;
+    assert_int_equal(mha_g2p_pronounce(g, "x1y", 0, 1, p, &n, err, sizeof err), MHA_EINVAL);
+    assert_non_null(strstr(err, "word 'x1y': character '1' is not in the model's alphabet"));
+    assert_int_equal(n, 0);
+    assert_int_equal(mha_g2p_pronounce(g, "", 0, 1, p, &n, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_pronounce(g, "ab\xff", 0, 1, p, &n, err, sizeof err), MHA_EINVAL);
+    assert_non_null(strstr(err, "not UTF-8"));
+    char longw[200];
+    memset(longw, 'a', sizeof longw - 1);
+    longw[sizeof longw - 1] = '\0';
+    assert_int_equal(mha_g2p_pronounce(g, longw, 0, 1, p, &n, err, sizeof err), MHA_ESHAPE);
+    assert_non_null(strstr(err, "too long (the model reads at most 34)"));
+    assert_non_null(strstr(err, "...' (199 bytes)"));
+    assert_int_equal(mha_g2p_pronounce(g, "hello", 0, 0, p, &n, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_pronounce(g, "hello", 0, 65, p, &n, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_pronounce(g, "hello", 8u, 1, p, &n, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_pronounce(g, NULL, 0, 1, p, &n, err, sizeof err), MHA_EINVAL);
+    /* lexicons: missing, empty, binary, a directory */
+    assert_int_equal(mha_g2p_add_lexicon(g, path_in("none.dict", p1, sizeof p1), NULL, err,
+                                         sizeof err), MHA_EIO);
+    assert_non_null(strstr(err, "none.dict"));
+    write_bytes(path_in("empty.dict", p1, sizeof p1), "", 0);
+    assert_int_equal(mha_g2p_add_lexicon(g, p1, NULL, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "empty.dict"));
+    static const unsigned char bin[] = {0x7f, 'E', 'L', 'F', 0, 1, 2, 3, 0xff, 0xfe, '\n'};
+    write_bytes(path_in("binary.dict", p1, sizeof p1), bin, sizeof bin);
+    assert_int_equal(mha_g2p_add_lexicon(g, p1, NULL, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "binary.dict"));
+    assert_int_equal(mha_g2p_add_lexicon(g, dir, NULL, err, sizeof err), MHA_EIO);
+    assert_int_equal(mha_g2p_add_lexicon(g, NULL, NULL, err, sizeof err), MHA_EINVAL);
+    /* nothing was added: hello is still the model's */
+    assert_int_equal(mha_g2p_pronounce(g, "hello", 0, 1, p, &n, err, sizeof err), MHA_OK);
+    assert_int_equal(p[0].source, MHA_G2P_SOURCE_MODEL);
+    assert_int_equal(mha_g2p_add_model(g, path_in("nothing", p1, sizeof p1), err, sizeof err),
+                     MHA_EIO);
+    mha_g2p_close(g);
+    mha_g2p_close(NULL);
+}
+
+/* One handle per thread: two threads pronouncing the same words at once get what one
+ * thread gets. */
+typedef struct job {
+    mha_g2p *g;
+    char phones[8][256];
+    int st;
+} job;
+
+static const char *const TWORDS[8] = {"blockchain", "zzyzxq", "tokenizer", "kubernetes",
+                                      "hello", "world", "photosynthesis", "quixotic"};
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    mha_g2p_pron out[8];
+    size_t n[8];
+    int status[8];
+    char err[256];
+    for (int rep = 0; rep < 5 && j->st == MHA_OK; rep++) {
+        j->st = mha_g2p_pronounce_batch(j->g, 8, TWORDS, MHA_G2P_NO_LEXICON, 1, out, n, status,
+                                        err, sizeof err);
+        for (size_t i = 0; i < 8 && j->st == MHA_OK; i++)
+            snprintf(j->phones[i], sizeof j->phones[i], "%s", out[i].phones);
+    }
+    return NULL;
+}
+
+static void g2p_api_two_threads(void **state)
+{
+    (void)state;
+    job one = {.g = open_model()}, a = {.g = open_model()}, b = {.g = open_model()};
+    run_job(&one);
+    assert_int_equal(one.st, MHA_OK);
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, run_job, &a), 0);
+    assert_int_equal(pthread_create(&tb, NULL, run_job, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_int_equal(a.st, MHA_OK);
+    assert_int_equal(b.st, MHA_OK);
+    for (size_t i = 0; i < 8; i++) {
+        assert_string_equal(a.phones[i], one.phones[i]);
+        assert_string_equal(b.phones[i], one.phones[i]);
+    }
+    mha_g2p_close(one.g);
+    mha_g2p_close(a.g);
+    mha_g2p_close(b.g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(g2p_api_lexicon_semantics, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_nbest_and_stress, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_batch_is_one_by_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_hyphenated, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_ensemble, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_two_threads, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
