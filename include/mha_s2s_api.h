@@ -164,7 +164,11 @@ MHA_API int MHA_NAME(s2s_infer_step)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s,
  * take the most likely token (lowest id on ties) until eos or max_len tokens. out
  * [B, max_len] gets the tokens before eos, len [B] their number, logprob [B] (may be
  * NULL) Σ log P of the chosen tokens including eos when it was reached. max_len <= the
- * cache's max_len − 1 is not required: at most the cache's max_len positions are fed. */
+ * cache's max_len − 1 is not required: at most the cache's max_len positions are fed.
+ * Lengths: max_len counts the tokens before eos (eos is never stored); the cache's max_len
+ * M counts fed positions (bos and each chosen token but the last), so at most M tokens are
+ * chosen (eos included). A row finished (chose eos) exactly when len[b] < min(max_len, M);
+ * otherwise it was cut, and its logprob has no eos term. */
 MHA_API int MHA_NAME(s2s_greedy)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B, size_t S,
                                  const int32_t *src, const size_t *src_len, int32_t bos,
                                  int32_t eos, size_t max_len, int32_t *out, size_t *len,
@@ -175,7 +179,15 @@ MHA_API int MHA_NAME(s2s_greedy)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_
  * ones then count, unfinished). The nbest (<= K) best by score = logprob / (len + 1)^alpha
  * (alpha 0: plain log-probability; 1: per token) are written for each source b:
  * hyps [B, nbest], tokens [B, nbest, max_len]. Ties keep the lower token id / earlier
- * hypothesis. MHA_EINVAL (K or nbest 0, nbest > K, alpha < 0 or not finite). */
+ * hypothesis. MHA_EINVAL (K or nbest 0, nbest > K, alpha < 0 or not finite).
+ * The pruning rule, per source and step: the 2K best continuations of its live hypotheses
+ * by logprob (not by score) are walked best first; an eos continuation is finished (len =
+ * the tokens before it, its logprob with the eos term); another becomes live until K are
+ * live, except that one reaching max_len tokens, or the cache's last position, is finished
+ * cut (finished = 0, no eos term); the walk stops when K are live or K are finished. Once
+ * K are finished the source stops, even if a live one might have scored better later.
+ * Fewer than nbest hypotheses (K > the continuations there are): the rest have len 0 and
+ * logprob = score = −inf. */
 MHA_API int MHA_NAME(s2s_beam)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B, size_t S,
                                const int32_t *src, const size_t *src_len, int32_t bos,
                                int32_t eos, size_t max_len, size_t K, size_t nbest,

@@ -162,6 +162,54 @@ static int same_vocab(const g2p_vocab *a, const g2p_vocab *b)
     return 1;
 }
 
+/* The training state a model of mha-g2p train carries (when it has one: a model saved by
+ * mha_s2s_save with the metadata has none) is consistent, by the trainer's rule: train.step
+ * within the --steps it was made with, best.step not past it, best.val_wer a rate in [0, 1]
+ * or +inf (with best.step 0) before the first evaluation. A file failing it was damaged. */
+static int check_state(const mha_st_file *f, const char *path, char *err, size_t errlen)
+{
+    char e2[512];
+    const void *d;
+    uint64_t step = 0, best = 0, made;
+    double wer = 0.0;
+    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, NULL, 0) == MHA_ENOTFOUND)
+        return MHA_OK;
+    const char *ms = mha_st_meta(f, "steps");
+    char *end = NULL;
+    made = ms && *ms >= '0' && *ms <= '9' ? strtoull(ms, &end, 10) : 0;
+    if (!ms || !end || *end != '\0' || made == 0) {
+        set_err(err, errlen, "%s: metadata steps is missing or not a step count", path);
+        return MHA_EFORMAT;
+    }
+    static const char *const names[3] = {"train.step", "best.step", "best.val_wer"};
+    for (int i = 0; i < 3; i++) {
+        if (mha_st_get(f, names[i], i < 2 ? MHA_ST_U64 : MHA_ST_F64, 0, NULL, &d, e2,
+                       sizeof e2) != MHA_OK) {
+            set_err(err, errlen, "%s: %s", path, e2);
+            return MHA_EFORMAT;
+        }
+        if (i == 0)
+            memcpy(&step, d, sizeof step);
+        else if (i == 1)
+            memcpy(&best, d, sizeof best);
+        else
+            memcpy(&wer, d, sizeof wer);
+    }
+    if (step > made)
+        set_err(err, errlen, "%s: inconsistent state: train.step %llu is past the --steps %llu "
+                "it was made with", path, (unsigned long long)step, (unsigned long long)made);
+    else if (best > step)
+        set_err(err, errlen, "%s: inconsistent state: best.step %llu is past train.step %llu",
+                path, (unsigned long long)best, (unsigned long long)step);
+    else if (!(wer >= 0) || (isinf(wer) != (best == 0)) || (!isinf(wer) && wer > 1))
+        set_err(err, errlen, "%s: inconsistent state: best.val_wer %g at best.step %llu (a word "
+                "error rate is in [0, 1], or +inf before the first evaluation)", path, wer,
+                (unsigned long long)best);
+    else
+        return MHA_OK;
+    return MHA_EFORMAT;
+}
+
 /* The model of file f (configuration, vocabularies, weights) into g->m[g->n_models] (the
  * vocabularies and sizes into g for the first; the others must have the same). */
 static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int threads,
@@ -177,7 +225,8 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
     }
     size_t le, ld, heads, dim, mlp, sc, tc;
     int st;
-    if ((st = meta_size(f, "enc-layers", 1, 64, &le, path, err, errlen)) ||
+    if ((st = check_state(f, path, err, errlen)) ||
+        (st = meta_size(f, "enc-layers", 1, 64, &le, path, err, errlen)) ||
         (st = meta_size(f, "dec-layers", 1, 64, &ld, path, err, errlen)) ||
         (st = meta_size(f, "heads", 1, 1024, &heads, path, err, errlen)) ||
         (st = meta_size(f, "dim", 1, 4096, &dim, path, err, errlen)) ||
