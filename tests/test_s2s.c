@@ -1927,6 +1927,206 @@ static void s2s_beam_exhaustive_tiny_vocab(void **state)
     mhad_s2s_destroy(m);
 }
 
+/* ==== the documented search rules, against a reference ===================================== */
+
+enum { RB_MAXK = 4, RB_MAXL = 5, RB_MAXV = 8 };
+
+/* A hypothesis of the reference search. */
+typedef struct rb_hyp {
+    size_t len;
+    int32_t tok[RB_MAXL];
+    int finished;
+    double logprob;
+} rb_hyp;
+
+/* log P(· | src, BOS tok[0 .. len)) [V] of an ensemble: the mean over the n models of the
+ * log softmax of the full forward's last row (mhad_s2s_forward, evaluation mode). */
+static void rb_next(size_t n, mhad_s2s *const *m, size_t S, const int32_t *src, size_t src_len,
+                    const int32_t *tok, size_t len, size_t V, double *lp)
+{
+    double row[RB_MAXL + 1][RB_MAXV];
+    for (size_t v = 0; v < V; v++)
+        lp[v] = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        forward_logsoftmax(m[i], S, src, src_len, tok, len, 1, &row[0][0]);
+        /* forward_logsoftmax packs rows of V: the last fed position is row len */
+        const double *r = &row[0][0] + len * V;
+        for (size_t v = 0; v < V; v++)
+            lp[v] += r[v];
+    }
+    for (size_t v = 0; v < V; v++)
+        lp[v] /= (double)n;
+}
+
+/* Beam search of one source by the rule mha_s2s_api.h states, from full forwards: per step
+ * the 2K best continuations by logprob (ties: earlier hypothesis, lower token) walked best
+ * first — eos finishes, others live until K live, a continuation reaching max_len tokens or
+ * the cache's M positions finishes cut —, stopping at K finished; then the nbest by score
+ * (ties: earlier finished). Returns the number written (<= nbest). */
+static size_t rb_beam(size_t n, mhad_s2s *const *m, size_t S, const int32_t *src,
+                      size_t src_len, size_t V, size_t K, size_t max_len, size_t M, double alpha,
+                      size_t nbest, rb_hyp *out)
+{
+    rb_hyp live[RB_MAXK], next[RB_MAXK], fin[RB_MAXK];
+    size_t n_live = 1, n_fin = 0, fed = 0;
+    live[0] = (rb_hyp){.len = 0, .logprob = 0.0};
+    while (n_live > 0 && fed < M) {
+        fed++; /* this step feeds position fed − 1: BOS or the hypotheses' last token */
+        struct {
+            double s;
+            size_t r;
+            int32_t v;
+        } c[RB_MAXK * RB_MAXV];
+        size_t nc = 0;
+        for (size_t r = 0; r < n_live; r++) {
+            double lp[RB_MAXV];
+            rb_next(n, m, S, src, src_len, live[r].tok, live[r].len, V, lp);
+            for (size_t v = 0; v < V; v++) {
+                size_t j = nc++; /* insertion, stable: equal scores keep their order */
+                for (; j > 0 && live[r].logprob + lp[v] > c[j - 1].s; j--)
+                    c[j] = c[j - 1];
+                c[j].s = live[r].logprob + lp[v];
+                c[j].r = r;
+                c[j].v = (int32_t)v;
+            }
+        }
+        size_t kept = 0;
+        for (size_t i = 0; i < nc && i < 2 * K && kept < K && n_fin < K; i++) {
+            const rb_hyp *h = &live[c[i].r];
+            if (c[i].v == EOS) {
+                fin[n_fin] = *h;
+                fin[n_fin].finished = 1;
+                fin[n_fin++].logprob = c[i].s;
+                continue;
+            }
+            rb_hyp g = *h;
+            g.tok[g.len++] = c[i].v;
+            g.logprob = c[i].s;
+            if (g.len == max_len || fed == M) {
+                g.finished = 0;
+                fin[n_fin++] = g;
+                continue;
+            }
+            next[kept++] = g;
+        }
+        n_live = n_fin >= K ? 0 : kept;
+        memcpy(live, next, n_live * sizeof *live);
+    }
+    size_t w = 0;
+    int taken[RB_MAXK] = {0};
+    for (; w < nbest && w < n_fin; w++) {
+        size_t best = SIZE_MAX;
+        double bs = 0.0;
+        for (size_t i = 0; i < n_fin; i++) {
+            const double s = fin[i].logprob / pow((double)fin[i].len + 1.0, alpha);
+            if (!taken[i] && (best == SIZE_MAX || s > bs)) {
+                best = i;
+                bs = s;
+            }
+        }
+        taken[best] = 1;
+        out[w] = fin[best];
+    }
+    return w;
+}
+
+/* Greedy and beam search (one model and an ensemble of two) give what the rules stated in
+ * mha_s2s_api.h give when followed step by step with full forwards: the same hypotheses in
+ * the same order, finished or cut, with the same log-probabilities. Random models with a
+ * small vocabulary (EOS often among the best, so finishing and pruning both happen), beams
+ * of 2 and 3 with every n-best, max_len below and at the cache's length; sources that end
+ * at different steps (finished rows leave the batch). Checked to catch a beam that keeps K
+ * instead of 2K candidates, and greedy reading a finished row's log-probability. */
+static void s2s_decode_follows_its_rules(void **state)
+{
+    (void)state;
+    enum { B = 3, S = 4, V = 6, M = 5 };
+    static const size_t src_len[B] = {4, 2, 3};
+    size_t pruned = 0, cut = 0, early = 0;
+    for (uint64_t seed = 901; seed < 905; seed++) {
+        mha_s2s_config c1 = small_config(0.0, 0.0, 0.0, seed), c2 = c1;
+        c1.tgt_vocab = c2.tgt_vocab = V;
+        c1.tgt_context = c2.tgt_context = M;
+        c2.dim = 12;
+        c2.heads = 3;
+        c2.dec_layers = 1;
+        mhad_s2s *m[2];
+        assert_int_equal(mhad_s2s_create(&m[0], &c1, B), MHA_OK);
+        assert_int_equal(mhad_s2s_create(&m[1], &c2, B), MHA_OK);
+        randomize_s2s(m[0], seed);
+        randomize_s2s(m[1], seed + 100);
+        int32_t src[B * S];
+        fill_ids(src, B * S, 0, 7, seed + 1);
+        mhad_s2s_infer *s[2];
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(mhad_s2s_infer_create(&s[i], m[i], B * 3, S, M), MHA_OK);
+        for (size_t n = 1; n <= 2; n++)
+            for (size_t K = 2; K <= 3; K++)
+                for (size_t max_len = 3; max_len <= M; max_len += 2) {
+                    mha_s2s_hyp h[B * 3];
+                    int32_t tk[B * 3 * M];
+                    const double alpha = 0.5 * (double)(K - 2);
+                    assert_int_equal(mhad_s2s_ensemble_beam(n, m, s, B, S, src, src_len, BOS,
+                                                            EOS, max_len, K, K, alpha, h, tk),
+                                     MHA_OK);
+                    for (size_t b = 0; b < B; b++) {
+                        rb_hyp ref[RB_MAXK];
+                        const size_t nr = rb_beam(n, m, S, src + b * S, src_len[b], V, K,
+                                                  max_len, M, alpha, K, ref);
+                        for (size_t j = 0; j < K; j++) {
+                            const mha_s2s_hyp *x = h + b * K + j;
+                            if (j >= nr) {
+                                assert_true(x->len == 0 && x->logprob == -INFINITY);
+                                continue;
+                            }
+                            assert_int_equal(x->len, ref[j].len);
+                            assert_int_equal(x->finished, ref[j].finished);
+                            assert_memory_equal(tk + (b * K + j) * max_len, ref[j].tok,
+                                                ref[j].len * sizeof(int32_t));
+                            assert_close(x->logprob, ref[j].logprob, 1e-9, 1e-9);
+                            cut += !x->finished;
+                        }
+                        pruned += nr == K;
+                    }
+                    /* greedy: the best mean log-probability at every step */
+                    int32_t out[B * M];
+                    size_t len[B];
+                    double lp[B];
+                    assert_int_equal(mhad_s2s_ensemble_greedy(n, m, s, B, S, src, src_len, BOS,
+                                                              EOS, max_len, out, len, lp),
+                                     MHA_OK);
+                    for (size_t b = 0; b < B; b++) {
+                        int32_t tok[RB_MAXL];
+                        size_t l = 0;
+                        double cum = 0.0;
+                        for (size_t fed = 1; fed <= M; fed++) {
+                            double p[RB_MAXV];
+                            rb_next(n, m, S, src + b * S, src_len[b], tok, l, V, p);
+                            size_t best = 0;
+                            for (size_t v = 1; v < V; v++)
+                                best = p[v] > p[best] ? v : best;
+                            cum += p[best];
+                            if ((int32_t)best == EOS)
+                                break;
+                            tok[l++] = (int32_t)best;
+                            if (l == max_len)
+                                break;
+                        }
+                        assert_int_equal(len[b], l);
+                        assert_memory_equal(out + b * max_len, tok, l * sizeof(int32_t));
+                        assert_close(lp[b], cum, 1e-9, 1e-9);
+                        early += l < max_len;
+                    }
+                }
+        for (int i = 0; i < 2; i++) {
+            mhad_s2s_infer_destroy(s[i]);
+            mhad_s2s_destroy(m[i]);
+        }
+    }
+    /* the cases the rules distinguish all occurred */
+    assert_true(pruned > 0 && cut > 0 && early > 0);
+}
+
 /* ==== contract =============================================================================== */
 
 /* Bad configurations and arguments are refused with the documented status; a refused
@@ -2647,6 +2847,7 @@ int main(void)
         cmocka_unit_test(s2s_decode_float32),
         cmocka_unit_test(s2s_decode_cut_at_cache_length),
         cmocka_unit_test(s2s_beam_exhaustive_tiny_vocab),
+        cmocka_unit_test(s2s_decode_follows_its_rules),
         cmocka_unit_test(s2s_refusals),
         cmocka_unit_test(s2s_infer_refusals),
         cmocka_unit_test(s2s_tensors_names_order),
