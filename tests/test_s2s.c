@@ -2683,6 +2683,59 @@ static void s2s_backward_accumulates(void **state)
     mhad_s2s_destroy(m);
 }
 
+/* Every backward adds into the caller's input gradients (the contract: dx += dL/dx, dmem
+ * += dL/dmem), for the decoder block (with dropout on) and the encoder block: buffers
+ * holding c before a backward hold c + what zeroed buffers receive (to rounding: the
+ * contributions are added one by one). */
+static void s2s_blocks_backward_add_to_dx(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 3, S = 4, C = 8 };
+    static const size_t src_len[B] = {4, 2};
+    mha_block_config cfg = {.dim = C, .heads = 2, .mlp_dim = 12, .attn_dropout = 0.2,
+                            .resid_dropout = 0.1, .init_layers = 2, .seed = 851,
+                            .threads = 2};
+    const size_t n = B * T * C, nm = B * S * C;
+    double x[B * T * C], mem[B * S * C], dy[B * T * C], y[B * T * C];
+    double dx0[B * T * C], dm0[B * S * C], dx1[B * T * C], dm1[B * S * C];
+    fill_uniform(x, n, -1.0, 1.0, 852);
+    fill_uniform(mem, nm, -1.0, 1.0, 853);
+    fill_uniform(dy, n, -1.0, 1.0, 854);
+    mhad_decoder_block *d;
+    assert_int_equal(mhad_decoder_block_create(&d, &cfg, B, T, S), MHA_OK);
+    randomize_dec(d, 851);
+    for (int pass = 0; pass < 2; pass++) {
+        double *dx = pass ? dx1 : dx0, *dm = pass ? dm1 : dm0;
+        for (size_t i = 0; i < n; i++)
+            dx[i] = pass ? 0.25 : 0.0;
+        for (size_t i = 0; i < nm; i++)
+            dm[i] = pass ? -0.5 : 0.0;
+        assert_int_equal(mhad_decoder_block_set_call_index(d, 3), MHA_OK);
+        assert_int_equal(mhad_decoder_block_forward(d, 1, B, T, x, S, mem, src_len, y), MHA_OK);
+        assert_int_equal(mhad_decoder_block_backward(d, x, mem, dy, dx, dm), MHA_OK);
+    }
+    for (size_t i = 0; i < n; i++)
+        assert_close(dx1[i], dx0[i] + 0.25, 1e-12, 0);
+    for (size_t i = 0; i < nm; i++)
+        assert_close(dm1[i], dm0[i] - 0.5, 1e-12, 0);
+    mhad_decoder_block_destroy(d);
+    cfg.causal = 0;
+    mhad_block *e;
+    assert_int_equal(mhad_block_create(&e, &cfg, B, T), MHA_OK);
+    randomize_block(e, 855);
+    for (int pass = 0; pass < 2; pass++) {
+        double *dx = pass ? dx1 : dx0;
+        for (size_t i = 0; i < n; i++)
+            dx[i] = pass ? 0.25 : 0.0;
+        assert_int_equal(mhad_block_set_call_index(e, 3), MHA_OK);
+        assert_int_equal(mhad_block_forward(e, 1, B, T, x, y), MHA_OK);
+        assert_int_equal(mhad_block_backward(e, x, dy, dx), MHA_OK);
+    }
+    for (size_t i = 0; i < n; i++)
+        assert_close(dx1[i], dx0[i] + 0.25, 1e-12, 0);
+    mhad_block_destroy(e);
+}
+
 /* Results do not depend on the thread count: with every dropout on, threads 1 and 2 give
  * the same loss (1e-12 relative: the masks are identical) and the same gradients (relative
  * L2 1e-10 per tensor; w_k.bias on the scale of its w_k.weight). */
@@ -2853,6 +2906,7 @@ int main(void)
         cmocka_unit_test(s2s_tensors_names_order),
         cmocka_unit_test(s2s_init_is_gpt2),
         cmocka_unit_test(s2s_backward_accumulates),
+        cmocka_unit_test(s2s_blocks_backward_add_to_dx),
         cmocka_unit_test(s2s_thread_count_independent),
         cmocka_unit_test(s2s_dropout_batch_offset_slices),
     };
