@@ -865,6 +865,47 @@ static int xent_loss(void *ctx, double *loss)
     return mhad_xent_smooth_forward(pb->N, pb->V, pb->z, pb->targets, pb->eps, loss, NULL);
 }
 
+/* Large logits: the loss and its gradient stay finite and exact for logits far beyond
+ * exp's range (lse computed with the maximum subtracted), in float64 and float32:
+ * z = {1000, 0, 0} with target 0 and ε = 0.1 gives lse = 1000 + log(1 + 2e^-1000) = 1000
+ * (to double precision), loss = 1000 − 0.9·1000 − (0.1/3)·1000 = 200/3; with target 1,
+ * 1000 − 0 − 100/3; the gradient is softmax − q = {1 − (0.9 + 0.1/3), −0.1/3, −0.1/3}. */
+static void s2s_xent_smooth_large_logits(void **state)
+{
+    (void)state;
+    const double z[3] = {1000.0, 0.0, 0.0}, zn[3] = {-1000.0, 0.0, 0.0};
+    const float zf[3] = {1000.0f, 0.0f, 0.0f};
+    const double eps = 0.1;
+    double loss, g[3] = {0, 0, 0};
+    size_t sc;
+    assert_int_equal(mhad_xent_smooth_forward(1, 3, z, (const int32_t[]){0}, eps, &loss, &sc),
+                     MHA_OK);
+    assert_close(loss, 200.0 / 3.0, 1e-9, 1e-12);
+    assert_int_equal(mhad_xent_smooth_forward(1, 3, z, (const int32_t[]){1}, eps, &loss, &sc),
+                     MHA_OK);
+    assert_close(loss, 1000.0 - 100.0 / 3.0, 1e-9, 1e-12);
+    assert_int_equal(mhad_xent_smooth_forward(1, 3, zn, (const int32_t[]){1}, eps, &loss, &sc),
+                     MHA_OK);
+    /* lse = log 2 (the two zeros), − 0.9·0 − (0.1/3)(−1000) */
+    assert_close(loss, log(2.0) + 100.0 / 3.0, 1e-9, 1e-12);
+    assert_int_equal(mhad_xent_smooth_backward(1, 3, z, (const int32_t[]){0}, eps, 1.0, g),
+                     MHA_OK);
+    assert_close(g[0], 1.0 - (0.9 + 0.1 / 3.0), 1e-12, 0);
+    assert_close(g[1], -0.1 / 3.0, 1e-12, 0);
+    assert_close(g[2], -0.1 / 3.0, 1e-12, 0);
+    float gf[3] = {0, 0, 0};
+    assert_int_equal(mha_xent_smooth_forward(1, 3, zf, (const int32_t[]){0}, eps, &loss, &sc),
+                     MHA_OK);
+    assert_close(loss, 200.0 / 3.0, 1e-4, 1e-6);
+    assert_int_equal(mha_xent_smooth_backward(1, 3, zf, (const int32_t[]){0}, eps, 1.0, gf),
+                     MHA_OK);
+    assert_true(isfinite(gf[0]) && isfinite(gf[1]) && isfinite(gf[2]));
+    assert_close(gf[1], -0.1 / 3.0, 1e-6, 0);
+    /* plain cross-entropy (ε = 0) the same way */
+    assert_int_equal(mhad_xent_forward(1, 3, z, (const int32_t[]){2}, &loss, &sc), MHA_OK);
+    assert_close(loss, 1000.0, 1e-9, 1e-12);
+}
+
 /* d(mean smoothed loss)/dz = (softmax − q)/scored against finite differences, every
  * element, for ε = 0.1 and 0. */
 static void s2s_xent_smooth_grad(void **state)
@@ -2888,6 +2929,7 @@ int main(void)
         cmocka_unit_test(s2s_model_cross_attention_weights),
         cmocka_unit_test(s2s_xent_smooth_value),
         cmocka_unit_test(s2s_xent_smooth_grad),
+        cmocka_unit_test(s2s_xent_smooth_large_logits),
         cmocka_unit_test(s2s_xent_smooth_refusals),
         cmocka_unit_test(s2s_model_f32_matches_f64),
         cmocka_unit_test(s2s_kv_cross_cached_matches_forward),
