@@ -161,6 +161,36 @@ static void g2p_cmudict_counts(void **state)
     g2p_dict_free(&d);
 }
 
+/* What "(n)" of an alternate is: one or more decimal digits in parentheses right after the
+ * word and nothing else — empty parentheses, letters, signs, spaces, a missing or doubled
+ * parenthesis are not alternates, and such lines are skipped and counted. */
+static void g2p_cmudict_alternate_marks(void **state)
+{
+    (void)state;
+    static const char text[] = "A  AH0\n"
+                               "A()  EY1\n"
+                               "A(1a)  EY1\n"
+                               "A(-1)  EY1\n"
+                               "A(+1)  EY1\n"
+                               "A( 1)  EY1\n"
+                               "A(1  EY1\n"
+                               "A1)  EY1\n"
+                               "A((1))  EY1\n"
+                               "A(1)(2)  EY1\n"
+                               "A(12)  AA1\n";
+    char path[1024], err[512] = "";
+    make_file(path, sizeof path, "alt.dict", text, sizeof text - 1);
+    g2p_dict d = {0};
+    assert_int_equal(g2p_dict_read(path, G2P_FMT_AUTO, &d, err, sizeof err), MHA_OK);
+    assert_int_equal(d.n_lines, 11);
+    assert_int_equal(d.skipped, 9);
+    assert_int_equal(d.n_words, 1);
+    assert_int_equal(d.n_prons, 2);
+    assert_string_equal(d.words[0].text, "A");
+    assert_int_equal(d.prons[1].line, 11);
+    g2p_dict_free(&d);
+}
+
 /* A small CMUdict file with every defect: comments, no separator, non-ASCII, "A.", digits,
  * a hyphen, a brace, lower case, "(X)", a TAB, alternates out of order, CR LF, trailing
  * spaces, blank lines, no final newline. Exactly the good entries are kept, in order. */
@@ -560,6 +590,10 @@ static void g2p_vocab_encode(void **state)
     assert_int_equal(g2p_vocab_make(&w, dup, 3, 1, err, sizeof err), MHA_EFORMAT);
     assert_int_equal(g2p_vocab_make(&w, empty, 3, 1, err, sizeof err), MHA_EFORMAT);
     assert_int_equal(g2p_vocab_make(&w, dup, 3, 4, err, sizeof err), MHA_EINVAL);
+    /* a repeated data symbol (sorted, but not strictly increasing) */
+    static const char *const rep[] = {"<pad>", "A", "A", "B"};
+    assert_int_equal(g2p_vocab_make(&w, rep, 4, 1, err, sizeof err), MHA_EFORMAT);
+    assert_has(err, "symbol 2");
     assert_int_equal(w.n, (size_t)0x2222222222222222u);
     g2p_vocab_free(&c);
     g2p_vocab_free(&v);
@@ -871,6 +905,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(g2p_cmudict_counts),
         cmocka_unit_test(g2p_cmudict_defects),
+        cmocka_unit_test(g2p_cmudict_alternate_marks),
         cmocka_unit_test(g2p_read_errors),
         cmocka_unit_test(g2p_parse_mutations),
         cmocka_unit_test(g2p_tsv),
