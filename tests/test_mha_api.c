@@ -583,6 +583,57 @@ static void api_mask_full_shape(void **state)
     mha_destroy(m);
 }
 
+/* The seed's fill: a masked score becomes −1e9, so a masked key takes no weight even when
+ * every kept score is far below zero (here ≈ −7.1e5 — below a smaller fill such as −1e4,
+ * which would hand the masked key all the weight). Identity projections, one head, a query
+ * (1000, 0) against keys (−1000, 1), (0, 7) [masked], (−1000, 2): the two kept keys tie,
+ * so the output is their mean (−1000, 1.5), in both attention modes, float64 and float32. */
+static void api_mask_fill_is_minus_1e9(void **state)
+{
+    (void)state;
+    enum { D = 2, SK = 3 };
+    const uint8_t mk[SK] = {1, 0, 1};
+    const mha_mask mask = {.mask = mk, .mask_batch = 1, .mask_heads = 1};
+    const double xq[D] = {1000.0, 0.0}, xc[SK * D] = {-1000.0, 1.0, 0.0, 7.0, -1000.0, 2.0};
+    for (int mode = 0; mode < 2; mode++) {
+        mha_config cfg = {.model_dim = D, .num_heads = 1, .seed = 1, .threads = 1};
+        mhad_module *m;
+        assert_int_equal(mhad_create(&m, &cfg), MHA_OK);
+        size_t np;
+        double *p = mhad_params(m, &np);
+        memset(p, 0, np * sizeof *p);
+        for (size_t w = 0; w < 4; w++) /* w_q, w_k, w_v, w_o = I; biases 0 */
+            for (size_t i = 0; i < D; i++)
+                p[w * (D * D + D) + i * D + i] = 1.0;
+        mhad_cache *c;
+        assert_int_equal(mhad_cache_create_mode(&c, m, 1, 1, SK, (mha_attn_mode)mode), MHA_OK);
+        double out[D];
+        assert_int_equal(mhad_forward(m, c, 0, 1, 1, xq, SK, xc, &mask, out), MHA_OK);
+        assert_close(out[0], -1000.0, 1e-9, 0);
+        assert_close(out[1], 1.5, 1e-9, 0);
+        mhad_cache_destroy(c);
+        mhad_destroy(m);
+        /* float32 */
+        mha_module *mf;
+        assert_int_equal(mha_create(&mf, &cfg), MHA_OK);
+        float *pf = mha_params(mf, &np);
+        memset(pf, 0, np * sizeof *pf);
+        for (size_t w = 0; w < 4; w++)
+            for (size_t i = 0; i < D; i++)
+                pf[w * (D * D + D) + i * D + i] = 1.0f;
+        mha_cache *cf;
+        assert_int_equal(mha_cache_create_mode(&cf, mf, 1, 1, SK, (mha_attn_mode)mode), MHA_OK);
+        const float xqf[D] = {1000.0f, 0.0f},
+                    xcf[SK * D] = {-1000.0f, 1.0f, 0.0f, 7.0f, -1000.0f, 2.0f};
+        float of[D];
+        assert_int_equal(mha_forward(mf, cf, 0, 1, 1, xqf, SK, xcf, &mask, of), MHA_OK);
+        assert_close(of[0], -1000.0, 1e-3, 0);
+        assert_close(of[1], 1.5, 1e-3, 0);
+        mha_cache_destroy(cf);
+        mha_destroy(mf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +651,7 @@ int main(void)
         cmocka_unit_test(api_accumulate_and_caches),
         cmocka_unit_test(api_backward_ignores_freed_mask),
         cmocka_unit_test(api_cache_bytes),
+        cmocka_unit_test(api_mask_fill_is_minus_1e9),
     };
     return cmocka_run_group_tests_name("mha_api", tests, NULL, NULL);
 }
