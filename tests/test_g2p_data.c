@@ -828,6 +828,31 @@ static void g2p_score_wer_per(void **state)
     assert_int_equal(sc.nostress.ref_len, 8);
     assert_close(g2p_wer(&sc.stress), 2.0 / 3.0, 1e-15, 0);
     assert_close(g2p_per(&sc.stress), 3.0 / 8.0, 1e-15, 0);
+    /* absolute reference offsets: the references of a word further into a buffer (as a
+     * g2p_set's tgt holds every word's) are read there, not from the buffer's start */
+    {
+        g2p_scorer s2;
+        assert_int_equal(g2p_scorer_init(&s2, map, 9), MHA_OK);
+        const int32_t buf[8] = {T_, T_, EY1, K_, AH0, T_, B_, EY1};
+        const size_t ob[3] = {3, 6, 8};
+        g2p_closest c2[2];
+        assert_int_equal(g2p_scorer_add(&s2, r2, 3, buf, ob, 2, c2, err, sizeof err), MHA_OK);
+        assert_int_equal(c2[0].dist, 0);
+        assert_int_equal(c2[0].ref, 0);
+        assert_int_equal(c2[0].len, 3);
+        const int32_t hb[2] = {B_, EY1};
+        assert_int_equal(g2p_scorer_add(&s2, hb, 2, buf, ob, 2, c2, err, sizeof err), MHA_OK);
+        assert_int_equal(c2[0].ref, 1);
+        assert_int_equal(c2[0].dist, 0);
+        assert_int_equal(c2[1].ref, 1);
+        assert_int_equal(c2[1].dist, 0);
+        assert_int_equal(s2.stress.wrong, 0);
+        assert_int_equal(s2.stress.ref_len, 5);
+        assert_int_equal(s2.nostress.wrong, 0); /* the mapped references, from there too */
+        assert_int_equal(s2.nostress.edits, 0);
+        assert_int_equal(s2.nostress.ref_len, 5);
+        g2p_scorer_free(&s2);
+    }
     assert_close(g2p_wer(&sc.nostress), 1.0 / 3.0, 1e-15, 0);
     assert_close(g2p_per(&sc.nostress), 2.0 / 8.0, 1e-15, 0);
     g2p_scorer_free(&sc);
