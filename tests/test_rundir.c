@@ -33,6 +33,7 @@
 
 #include "mha.h"
 #include "mha_safetensors.h"
+#include "rundir.h"
 #include "test_prog.h"
 
 enum { TIMEOUT = 120 }; /* seconds any one child may run */
@@ -935,9 +936,33 @@ static void rundir_signal_acknowledged(void **state)
     assert_int_equal(log_rows("o/train_log.csv"), 20);
 }
 
+/* A run id is exactly 16 lower-case hex digits (the contract of rundir.h): shorter,
+ * longer, upper-case, other characters and the empty string are not; fresh ids are ids,
+ * and two differ. */
+static void rundir_id_rule(void **state)
+{
+    (void)state;
+    assert_true(rundir_id_valid("0123456789abcdef"));
+    assert_true(rundir_id_valid("ffffffffffffffff"));
+    static const char *const bad[] = {"", "0123456789abcde", "0123456789abcdef0",
+                                      "0123456789ABCDEF", "0123456789abcdeg",
+                                      "0123456789abcde ", " 123456789abcdef", "-123456789abcdef",
+                                      "0x23456789abcdef", "abc"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (rundir_id_valid(bad[i]))
+            fail_msg("'%s' was taken for a run id", bad[i]);
+    assert_false(rundir_id_valid(NULL));
+    char a[RUNDIR_ID_CAP], b[RUNDIR_ID_CAP];
+    rundir_new_id(a);
+    rundir_new_id(b);
+    assert_true(rundir_id_valid(a) && rundir_id_valid(b));
+    assert_string_not_equal(a, b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rundir_id_rule),
         cmocka_unit_test_setup_teardown(rundir_log_survives_kills, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(rundir_older_log_columns, tmpdir_setup,
