@@ -241,6 +241,46 @@ static void gemm_choice_few_rows(void **state)
     }
 }
 
+/* The backend rule as written above gemm_choose (src/gemm_core.inc), outside parallel
+ * regions (threads 1): with libxsmm — NN libxsmm; NT BLAS below 16 rows, libxsmm while
+ * N <= 256, BLAS beyond; TN the own kernel below 4096 multiply-adds, libxsmm for K >= 256
+ * and M <= 128, BLAS otherwise; TT BLAS —, without it BLAS from 16384 multiply-adds and the
+ * own kernel below. Never the reference (a test oracle, not a backend), in either
+ * precision. */
+static void gemm_choice_follows_the_rule(void **state)
+{
+    (void)state;
+    const size_t shapes[][3] = {{1, 128, 128},  {8, 64, 16},    {16, 256, 64},  {64, 512, 64},
+                                {128, 768, 256}, {512, 128, 768}, {2048, 64, 64}, {10, 10, 10},
+                                {4, 8, 16},      {128, 128, 512}, {300, 96, 64},  {1, 1, 1}};
+    const int xsmm = mha__gemm_have_xsmm();
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            const int ta = t >> 1, tb = t & 1;
+            const size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            const double work = (double)M * N * K;
+            mha__gemm_backend want;
+            if (!xsmm)
+                want = work >= 16384 ? MHA__GEMM_BLAS : MHA__GEMM_OWN;
+            else if (!ta && !tb)
+                want = MHA__GEMM_XSMM;
+            else if (!ta)
+                want = M >= 16 && N <= 256 ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
+            else if (!tb)
+                want = work < 4096                ? MHA__GEMM_OWN
+                       : K >= 256 && M <= 128 ? MHA__GEMM_XSMM
+                                              : MHA__GEMM_BLAS;
+            else
+                want = MHA__GEMM_BLAS;
+            const mha__gemm_backend fs = mha__sgemm_choice(1, ta, tb, M, N, K, 1, 0);
+            const mha__gemm_backend fd = mha__dgemm_choice(1, ta, tb, M, N, K, 1, 1);
+            if (fs != want || fd != want)
+                fail_msg("%s%s %zux%zux%zu: float %d, double %d, the rule says %d",
+                         ta ? "T" : "N", tb ? "T" : "N", M, N, K, (int)fs, (int)fd, (int)want);
+            assert_true(fs != MHA__GEMM_REF && fd != MHA__GEMM_REF);
+        }
+}
+
 static void gemm_entry_threads(void **state)
 {
     (void)state;
@@ -368,6 +408,7 @@ int main(void)
         cmocka_unit_test(gemm_accumulate_exact),
         cmocka_unit_test(gemm_entry_threads),
         cmocka_unit_test(gemm_choice_few_rows),
+        cmocka_unit_test(gemm_choice_follows_the_rule),
         cmocka_unit_test(gemm_entry_work),
         cmocka_unit_test(gemm_transpose_double),
         cmocka_unit_test(gemm_transpose_float),
