@@ -111,7 +111,8 @@ static void bf16_rounding_values(void **state)
 
 /* ---- the GEMM ------------------------------------------------------------------- */
 
-/* Odd, one-sized, beyond-one-block and K-odd shapes, strides wider than the matrices. */
+/* Odd, one-sized, beyond-one-block and K-odd shapes, strides wider than the matrices (the
+ * space between holding infinities: nothing may read it). */
 static const size_t shapes[][3] = {{1, 1, 1},  {3, 5, 7},   {7, 16, 2},  {6, 64, 33},
                                    {13, 65, 9}, {2, 130, 64}, {19, 33, 128}, {40, 17, 257}};
 
@@ -122,12 +123,20 @@ static void bgemm_case(int threads, int ta, int tb, size_t M, size_t N, size_t K
 {
     const size_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
     const size_t ar = ta ? K : M, br = tb ? N : K;
-    float *A = malloc(ar * lda * sizeof *A), *B = malloc(br * ldb * sizeof *B);
+    float *A = malloc((ar + 1) * lda * sizeof *A), *B = malloc((br + 1) * ldb * sizeof *B);
     float *C = malloc(M * ldc * sizeof *C), *R = malloc(M * ldc * sizeof *R);
     assert_true(A && B && C && R);
     fill_uniform_f(A, ar * lda, -2, 2, seed);
     fill_uniform_f(B, br * ldb, -2, 2, seed + 1);
     fill_uniform_f(C, M * ldc, -1, 1, seed + 2);
+    /* beyond each row of A and B (inside the stride): infinities, which a product that
+     * read them — even times a zero of padding — would turn into inf or NaN */
+    for (size_t r = 0; r <= ar; r++) /* and a row of them after the last */
+        for (size_t c = r < ar ? (ta ? M : K) : 0; c < lda; c++)
+            A[r * lda + c] = (c & 1) ? INFINITY : -INFINITY;
+    for (size_t r = 0; r <= br; r++)
+        for (size_t c = r < br ? (tb ? K : N) : 0; c < ldb; c++)
+            B[r * ldb + c] = (c & 1) ? -INFINITY : INFINITY;
     memcpy(R, C, M * ldc * sizeof *C);
     mha__bgemm(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     mha__bgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
