@@ -84,6 +84,43 @@ static void st_convert_f16_known_bits(void **state)
     assert_true(isnan(from16(MHA_ST_F16, 0x7c01)) && isnan(from16(MHA_ST_F16, 0xfe00)));
 }
 
+/* Every F16 subnormal tie rounds to even, and the values beside a tie to its nearer side:
+ * x = (h + 1/2)·2^-24 for every h in 0 .. 0x3ff (the last tie goes to the smallest normal
+ * 0x0400), both signs. And NaNs stay quiet NaNs of their sign whatever their payload — a
+ * payload only in the low bits (which a shift drops) too — in F16 and BF16. */
+static void st_convert_f16_subnormal_ties_and_nans(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 0x400; h++)
+        for (int sign = 0; sign < 2; sign++) {
+            const float tie = ((float)h + 0.5f) * 0x1p-24f, s = sign ? -1.0f : 1.0f;
+            const uint16_t sb = (uint16_t)(sign ? 0x8000 : 0);
+            const uint16_t even = (uint16_t)((h & 1) ? h + 1 : h);
+            uint16_t got = to16(MHA_ST_F16, s * tie);
+            if (got != (uint16_t)(sb | even))
+                fail_msg("F16(%a) = 0x%04x, expected 0x%04x", (double)(s * tie), got,
+                         sb | even);
+            got = to16(MHA_ST_F16, s * nextafterf(tie, 0.0f));
+            assert_int_equal(got, sb | h);
+            got = to16(MHA_ST_F16, s * nextafterf(tie, 1.0f));
+            assert_int_equal(got, sb | (h + 1));
+        }
+    static const uint32_t nans[] = {0x7f800001u, 0x7f800100u, 0x7fbfffffu, 0x7fc00000u,
+                                    0x7fc00001u, 0x7fffffffu, 0xff800001u, 0xffc00000u,
+                                    0xff801000u};
+    for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
+        float x;
+        memcpy(&x, &nans[i], sizeof x);
+        const int neg = (nans[i] >> 31) != 0;
+        const uint16_t h = to16(MHA_ST_F16, x), b = to16(MHA_ST_BF16, x);
+        if ((h & 0x7e00) != 0x7e00 || ((h >> 15) != 0) != neg)
+            fail_msg("F16 of NaN 0x%08x is 0x%04x: not a quiet NaN of its sign", nans[i], h);
+        if ((b & 0x7fc0) != 0x7fc0 || ((b >> 15) != 0) != neg)
+            fail_msg("BF16 of NaN 0x%08x is 0x%04x: not a quiet NaN of its sign", nans[i], b);
+        assert_true(isnan(from16(MHA_ST_F16, h)) && isnan(from16(MHA_ST_BF16, b)));
+    }
+}
+
 /* Known BF16 bit patterns, as the library's bf16 rounding (src/gemm_bf16.c). */
 static void st_convert_bf16_known_bits(void **state)
 {
@@ -309,6 +346,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(st_convert_f16_known_bits),
+        cmocka_unit_test(st_convert_f16_subnormal_ties_and_nans),
         cmocka_unit_test(st_convert_bf16_known_bits),
         cmocka_unit_test(st_convert_all_patterns_round_trip),
         cmocka_unit_test(st_convert_f64_f32_and_refusals),
