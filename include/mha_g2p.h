@@ -121,6 +121,9 @@ MHA_API int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *cons
 /* The model's facts: the path of the dictionary it was trained on (its metadata "data",
  * as training saw it; "" if none), the longest word it reads (letters). */
 MHA_API const char *mha_g2p_model_data(const mha_g2p *g);
+/* 1 if every model of g was verified by its checksums, 0 if one has none (a file written
+ * before mha-g2p stored them: its bytes could not be verified; a caller may say so). */
+MHA_API int mha_g2p_checksummed(const mha_g2p *g);
 MHA_API size_t mha_g2p_max_letters(const mha_g2p *g);
 
 #ifdef __cplusplus

@@ -847,8 +847,10 @@ static void rundir_checkpoint_state_checked(void **state)
     assert_int_equal(mkdir(dir, 0777), 0);
     rewrite("a/checkpoint.safetensors", "old/checkpoint.safetensors", 1, NULL, NULL, NULL, NULL);
     assert_int_equal(gpt("s", "sample --checkpoint old/checkpoint.safetensors --chars 5"), 0);
+    assert_file_contains("s.err", "old/checkpoint.safetensors has no checksums");
     assert_int_equal(gpt("r", "train --resume old/checkpoint.safetensors --steps 15"), 0);
     assert_file_contains("r.out", "resumed from old/checkpoint.safetensors at step 10");
+    assert_file_contains("r.err", "has no checksums");
     const double bad[] = {-INFINITY, NAN, -1.0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rewrite("a/checkpoint.safetensors", "bad.safetensors", 1, NULL, NULL, "best.val_loss",
@@ -872,7 +874,8 @@ static void rundir_checkpoint_state_checked(void **state)
 
 /* mha-g2p: a flipped data byte of a checkpoint is refused by pronounce (naming the
  * tensor) and by --resume; a bad training state by pronounce and eval; the committed
- * model, from before checksums, still loads. */
+ * model loads without a note, a file from before checksums with one (pronounce, eval,
+ * --resume). */
 static void rundir_g2p_checksums(void **state)
 {
     (void)state;
@@ -904,6 +907,20 @@ static void rundir_g2p_checksums(void **state)
     assert_file_contains("e.err", "train.step 11 is past the --steps 10");
     assert_int_equal(g2p("m", "pronounce --model " MHA_SOURCE_DIR
                               "/models/g2p-cmudict.safetensors HELLO"), 0);
+    /* a file from before checksums loads, and every loader says in a line that its bytes
+     * cannot be verified; a file with them does not say it */
+    char *merr = slurp("m.err", NULL);
+    assert_non_null(merr);
+    assert_null(strstr(merr, "no checksums"));
+    free(merr);
+    rewrite("a/best.safetensors", "old.safetensors", 1, NULL, NULL, NULL, NULL);
+    assert_int_equal(g2p("o1", "pronounce --model old.safetensors HELLO"), 0);
+    assert_file_contains("o1.err", "has no checksums");
+    assert_int_equal(g2p("o2", "eval --model old.safetensors --out ev2"), 0);
+    assert_file_contains("o2.err", "old.safetensors has no checksums");
+    rewrite("a/checkpoint.safetensors", "oldck.safetensors", 1, NULL, NULL, NULL, NULL);
+    assert_int_equal(g2p("o3", "train --resume oldck.safetensors --steps 11 --out o3"), 0);
+    assert_file_contains("o3.err", "oldck.safetensors has no checksums");
     assert_file_contains("m.out", "HELLO");
 }
 

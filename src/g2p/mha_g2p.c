@@ -48,6 +48,7 @@ struct mha_g2p {
     mha_s2s *m[MAX_MODELS];      /* m[0] the model opened, the others its ensemble       */
     mha_s2s_infer *inf[MAX_MODELS];
     int threads;
+    int unverified; /* a model without checksums was opened */
     g2p_vocab src, tgt;
     size_t max_src, max_tgt, beam;
     double alpha;
@@ -306,8 +307,9 @@ static int open_file(mha_g2p *g, const char *path, char *err, size_t errlen)
         set_err(err, errlen, "%s: %s", path, e2);
     else if ((st = ckpt_verify(f, e2, sizeof e2)) != MHA_OK)
         set_err(err, errlen, "%s: %s", path, e2);
-    else
-        st = load_model(g, f, path, g->threads, err, errlen);
+    else if ((st = load_model(g, f, path, g->threads, err, errlen)) == MHA_OK &&
+             !ckpt_has_checksums(f))
+        g->unverified = 1;
     mha_st_free(f);
     return st;
 }
@@ -388,6 +390,7 @@ void mha_g2p_close(mha_g2p *g)
 
 const char *mha_g2p_model_data(const mha_g2p *g) { return g ? g->data : ""; }
 size_t mha_g2p_max_letters(const mha_g2p *g) { return g ? g->max_src : 0; }
+int mha_g2p_checksummed(const mha_g2p *g) { return g && !g->unverified; }
 
 int mha_g2p_set_beam(mha_g2p *g, size_t beam, double alpha)
 {

@@ -23,6 +23,9 @@ int ckpt_is_crc_key(const char *k);
 int ckpt_meta_crc(const char *const *keys, const char *const *vals, size_t n, uint32_t *out);
 /* Bytes of a tensor's data as stored. */
 size_t ckpt_tensor_bytes(const mha_st_tensor *t);
+/* 1 if f holds checksums (any "crc32c." key), 0 for a file from before them: the loaders
+ * then say so in a line, as its bytes cannot be verified. */
+int ckpt_has_checksums(const mha_st_file *f);
 /* Check every checksum a file holds (none: MHA_OK, a file from before checksums); the
  * first mismatch is MHA_EFORMAT with a message naming the tensor or the metadata. */
 int ckpt_verify(const mha_st_file *f, char *err, size_t errlen);

@@ -79,6 +79,16 @@ static int parse_crc(const char *s, uint32_t *v)
     return 1;
 }
 
+int ckpt_has_checksums(const mha_st_file *f)
+{
+    for (size_t i = 0; i < mha_st_meta_count(f); i++) {
+        const char *k, *v;
+        if (mha_st_meta_at(f, i, &k, &v) == MHA_OK && ckpt_is_crc_key(k))
+            return 1;
+    }
+    return 0;
+}
+
 int ckpt_verify(const mha_st_file *f, char *err, size_t errlen)
 {
     const size_t nm = mha_st_meta_count(f), nt = mha_st_count(f);

@@ -387,6 +387,9 @@ mha_st_file *g2p_open_checkpoint(const char *path, const char *what, const int *
     if (mha_st_load(path, &f, err, sizeof err) != MHA_OK ||
         ckpt_verify(f, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    if (!ckpt_has_checksums(f))
+        fprintf(stderr, "%s: note: %s has no checksums (written before they existed): a "
+                "damaged byte in it cannot be caught\n", cli_program(), path);
     const char *fmt = mha_st_meta(f, "format");
     if (!fmt || strcmp(fmt, G2P_CKPT_FORMAT) != 0)
         cli_die(CLI_EXIT_USAGE, "%s: %s is not a model of mha-g2p (its format is %s)", what,

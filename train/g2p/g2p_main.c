@@ -292,6 +292,10 @@ static int cmd_pronounce(int argc, char **argv)
         if ((st = mha_g2p_add_model(g, paths[i], err, sizeof err)) != MHA_OK)
             cli_die(exit_of(st), "cannot use model %s in an ensemble with %s: %s", paths[i],
                     cfg.model, err);
+    if (!mha_g2p_checksummed(g))
+        fprintf(stderr, "%s: note: the model (%s%s%s) has no checksums (written before they "
+                "existed): a damaged byte in it cannot be caught\n", cli_program(), cfg.model,
+                n_ens ? " or a model of " : "", n_ens ? "--ensemble" : "");
     cli_check(mha_g2p_set_beam(g, cfg.beam, cfg.alpha), "decoding options");
     /* lexicons: --lexicon's in order, then the dictionary the model was trained on */
     char lex[G2P_MAX_LEXICONS + 1][CLI_PATH_CAP];

@@ -198,6 +198,9 @@ mha_st_file *gpt_open_checkpoint(const char *path, const char *what, const int *
     char err[2 * CLI_PATH_CAP] = "";
     if (mha_st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    if (!ckpt_has_checksums(f))
+        fprintf(stderr, "%s: note: %s has no checksums (written before they existed): a "
+                "damaged byte in it cannot be caught\n", cli_program(), path);
     int *none = calloc(GPT_N_TRAIN_OPTS, sizeof *none);
     if (!none)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
