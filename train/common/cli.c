@@ -519,6 +519,20 @@ void cli_prepare_out_dir(const char *dir)
                       strerror(errno));
 }
 
+/* Address space kept free under RLIMIT_AS beyond what is mapped at the check: OpenBLAS
+ * maps a 128 MiB buffer for each thread that calls it (and, when that fails, retries
+ * forever: a run that passed the check would hang), plus OpenMP's thread stacks and the
+ * heap's arenas: 256 MiB + 128 MiB per online CPU. */
+static double as_headroom(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1)
+        cpus = 1;
+    if (cpus > 64)
+        cpus = 64;
+    return (256.0 + 128.0 * (double)cpus) * 1024 * 1024;
+}
+
 size_t cli_memory_limit(void)
 {
     double lim = (double)SIZE_MAX;
@@ -527,8 +541,20 @@ size_t cli_memory_limit(void)
         lim = (double)pages * (double)page;
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (double)rl.rlim_cur < lim)
-        lim = (double)rl.rlim_cur;
+        (double)rl.rlim_cur < lim) {
+        /* an address-space limit counts what the process has mapped already (libraries,
+         * thread stacks) and what OpenBLAS and OpenMP map on first use: leave that out */
+        double mapped = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        unsigned long pages_now = 0;
+        if (f && fscanf(f, "%lu", &pages_now) == 1 && page > 0)
+            mapped = (double)pages_now * (double)page;
+        if (f)
+            fclose(f);
+        lim = (double)rl.rlim_cur - mapped - as_headroom();
+        if (lim < 0)
+            lim = 0;
+    }
     return lim >= (double)SIZE_MAX ? SIZE_MAX : (size_t)lim;
 }
 

@@ -176,7 +176,9 @@ void cli_check_precision(int p, int given);
 void cli_prepare_out_dir(const char *dir);
 
 /* Bytes of memory a run may use: the smaller of the physical memory and the
- * address-space limit (RLIMIT_AS), or SIZE_MAX if neither is known. */
+ * address-space limit (RLIMIT_AS) less what the process has mapped already and what its
+ * libraries map on first use (256 MiB + 128 MiB per CPU: OpenBLAS's per-thread buffers),
+ * or SIZE_MAX if neither is known. */
 size_t cli_memory_limit(void);
 /* A training run's memory estimate, checked before it allocates: params (parameters with
  * their gradients and AdamW's moments), acts (the activations of `batch`, e.g. "12

@@ -37,8 +37,8 @@ static void on_stop_signal(int sig)
 void report_catch_stop_signals(void)
 {
     for (int k = 0; k < 2; k++) {
-        snprintf(stop_msg[k], sizeof stop_msg[k], "\n%s: %s: stopping after this step (and "
-                 "its evaluation), with a checkpoint; a second signal stops at once\n",
+        snprintf(stop_msg[k], sizeof stop_msg[k], "\n%s: %s: stopping after this step, with "
+                 "a checkpoint; a second signal stops at once\n",
                  cli_program(), k ? "SIGTERM" : "SIGINT");
         stop_len[k] = strlen(stop_msg[k]);
     }

@@ -327,7 +327,8 @@ void gpt_generate(mha_gpt *g, const text_vocab *voc, const int32_t *ids, size_t 
  *     weights B·H·T·T (stored mode); for the model the residual stream of every block
  *     ((L + 1)·R·C), LayerNorm f, the two backward buffers and three block workspaces
  *     (6·R·C + R·F) and logits with their gradient (2·R·V); 4 bytes each;
- *   the text: its bytes and one int32 id per character. */
+ *   the text: its bytes and one int32 id per character; the evaluation windows, an offset
+ *     (8 bytes) per window of each part (2 · --eval-batches · --batch). */
 double gpt_check_memory(const gpt_run_config *c, size_t V, size_t max_batch, size_t text_bytes)
 {
     const double C = (double)c->dim, F = 4.0 * C, L = (double)c->layers, T = (double)c->context;
@@ -338,11 +339,16 @@ double gpt_check_memory(const gpt_run_config *c, size_t V, size_t max_batch, siz
     const double attn_w = c->attention == MHA_ATTN_STORED ? B * H * T * T : 0;
     const double acts = 4.0 * (L * (9 * R * C + 2 * R * F + attn_w) + (L + 1) * R * C +
                                6 * R * C + R * F + 2 * R * (double)V);
-    const double data = 5.0 * (double)text_bytes;
+    /* the text, and the fixed evaluation windows of both parts (one offset each) with the
+     * batch's token and target buffers */
+    const double windows = 2.0 * 8.0 * (double)c->eval_batches * (double)c->batch;
+    const double data = 5.0 * (double)text_bytes + windows + 2.0 * 4.0 * (double)c->batch * T;
     char config[160], batch[48];
-    snprintf(config, sizeof config, "--layers %zu --dim %zu --batch %zu --context %zu",
-             c->layers, c->dim, c->batch, c->context);
+    snprintf(config, sizeof config, "--layers %zu --dim %zu --batch %zu --context %zu%s",
+             c->layers, c->dim, c->batch, c->context,
+             windows > acts ? " with its evaluation windows" : "");
     snprintf(batch, sizeof batch, "%zu windows", max_batch);
     return cli_check_memory(params, acts, data, config, batch, "--dim or --layers",
-                            "--batch or --context");
+                            windows > acts ? "--eval-batches or --batch"
+                                           : "--batch or --context");
 }

@@ -35,10 +35,10 @@ static const char *const CSV_FMTS[H_COLS] = {"%.17g", "%.17g", "%.17g", "%.17g",
 /* ---- evaluation -------------------------------------------------------------------------- */
 
 /* Mean loss over the fixed evaluation windows of part p (eval mode: no dropout): the mean
- * of the --eval-batches batch means. The windows are split among the ranks, each running
+ * of the --eval-batches batch means; *stopped = 1 (and NAN) when a stop signal came. The windows are split among the ranks, each running
  * its share in chunks of at most cap_b windows; a chunk's mean counts with weight
  * (its windows / B), so that one rank (chunks of B) sums exactly the batch means. */
-static double evaluate(trainer *t, int p)
+static double evaluate(trainer *t, int p, int *stopped)
 {
     const size_t B = t->cfg.batch, T = t->cfg.context, n = t->cfg.eval_batches * B;
     char err[256];
@@ -46,6 +46,12 @@ static double evaluate(trainer *t, int p)
     dist_share(n, &w0, &wn);
     double sum = 0;
     for (size_t w = w0; w < w0 + wn; w += t->cap_b) {
+        /* a stop signal ends a long evaluation at once (one process: with several, the
+         * ranks' chunks differ, and they finish theirs to meet in the sum below) */
+        if (dist_size() == 1 && report_stop_signal()) {
+            *stopped = 1;
+            return NAN;
+        }
         const size_t m = w0 + wn - w < t->cap_b ? w0 + wn - w : t->cap_b;
         double l;
         cli_check(text_windows(t->ids[p], t->len[p], T, t->ev_off[p] + w, m, t->tok, t->tgt,
@@ -110,6 +116,15 @@ static void load_data(trainer *t)
     }
     for (int p = 0; p < 2; p++)
         t->ids[p] = text_corpus_part(t->corpus, p == 0 ? TEXT_TRAIN : TEXT_VAL, &t->len[p]);
+}
+
+/* The batch buffers and the fixed evaluation windows of both parts (--eval-batches ·
+ * --batch offsets each): after the memory check, which counts them. */
+static void make_windows(trainer *t)
+{
+    const gpt_run_config *c = &t->cfg;
+    char err[CLI_PATH_CAP + 256] = "";
+    int st;
     const size_t B = c->batch, T = c->context, ne = c->eval_batches * B;
     t->tok = malloc(B * T * sizeof *t->tok);
     t->tgt = malloc(B * T * sizeof *t->tgt);
@@ -350,6 +365,7 @@ static int setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     /* before anything large is allocated, and before the directory is claimed */
     gpt_check_memory(c, text_vocab_size(text_corpus_vocab(t->corpus)), t->cap_b,
                      text_corpus_len(t->corpus));
+    make_windows(t);
     claim_out_dir(t, ck);
     build_model(t, ck, what, n_threads);
     open_outputs(t, csv);
@@ -411,8 +427,14 @@ static int evaluate_now(trainer *t, report_progress *prog, double *row)
         report_progress_show(prog, "  step %llu/%llu  evaluating (%zu batches per split)...",
                              (unsigned long long)t->r.step, (unsigned long long)t->cfg.steps,
                              t->cfg.eval_batches);
-    row[H_EVTR] = t->last_ev[0] = evaluate(t, 0);
-    row[H_EVVA] = t->last_ev[1] = evaluate(t, 1);
+    int stopped = 0;
+    const double tr = evaluate(t, 0, &stopped), va = stopped ? NAN : evaluate(t, 1, &stopped);
+    if (stopped) { /* no evaluation at this step: the loop saves a checkpoint and stops */
+        t->clk.eval_s += report_now() - te;
+        return 0;
+    }
+    row[H_EVTR] = t->last_ev[0] = tr;
+    row[H_EVVA] = t->last_ev[1] = va;
     t->last_ev_step = t->r.step;
     t->clk.eval_s += report_now() - te;
     t->clk.n_eval++;
