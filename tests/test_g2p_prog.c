@@ -4,7 +4,8 @@
  * and names words it cannot spell (a line holding a NUL byte too; a huge word by its
  * first bytes and length), exits 1 when its output cannot be written, eval writes its
  * numbers and the wrong words, bad input is refused with exit 2 and a message naming the
- * file, an ensemble of a model with itself is the model; and the committed model reproduces the test-set numbers its summary claims, at 1
+ * file, an ensemble of a model with itself is the model; and the committed model (and the
+ * committed ensemble) reproduces the test-set numbers its summary claims, at 1
  * and 2 threads.
  */
 #include <math.h>
@@ -353,6 +354,36 @@ static void g2p_committed_model_reproduces(void **state)
         cJSON_Delete(er);
         free(ev);
     }
+    cJSON_Delete(root);
+    free(js);
+    /* the committed ensemble (the model with models/g2p-cmudict-2): its claimed greedy
+     * numbers, decoded with both models as one */
+    const char *second = MHA_SOURCE_DIR "/models/g2p-cmudict-2.safetensors";
+    const char *ens = MHA_SOURCE_DIR "/models/g2p-cmudict-ensemble.json";
+    if (!file_exists(second) || !file_exists(ens))
+        return;
+    js = slurp(ens, NULL);
+    assert_non_null(js);
+    root = cJSON_Parse(js);
+    assert_non_null(root);
+    test = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "test"), "greedy");
+    assert_non_null(test);
+    char args[2048];
+    snprintf(args, sizeof args, "eval --model %s --ensemble %s --threads 2 --out eve", model,
+             second);
+    assert_int_equal(g2p("ee", args), 0);
+    char *ev = slurp("eve/eval.json", NULL);
+    assert_non_null(ev);
+    cJSON *er = cJSON_Parse(ev);
+    const cJSON *g = cJSON_GetObjectItem(er, "greedy");
+    const double words = cJSON_GetObjectItem(g, "words")->valuedouble;
+    assert_float_equal(words, 12362, 0);
+    assert_true(fabs(cJSON_GetObjectItem(g, "wer")->valuedouble -
+                     cJSON_GetObjectItem(test, "wer")->valuedouble) <= 3.0 / words + 1e-12);
+    assert_true(fabs(cJSON_GetObjectItem(g, "per")->valuedouble -
+                     cJSON_GetObjectItem(test, "per")->valuedouble) <= 0.001);
+    cJSON_Delete(er);
+    free(ev);
     cJSON_Delete(root);
     free(js);
 }

@@ -9,11 +9,14 @@
 # run's numbers and the test-set WER/PER of the model: greedy, beam 4 and beam 8 with length
 # normalisation ALPHA (choose K, BEAM and ALPHA on the validation words first:
 # `mha-g2p eval --words validation`). BEAM is the width the README recommends.
-# MHA_TRAIN_COMMIT names the commit whose mha-g2p trained the run (default: this one).
+# MHA_TRAIN_COMMIT names the commit whose mha-g2p trained the run (default: this one);
+# MHA_G2P_MODEL_NAME the file name in models/ (default g2p-cmudict: a second model of an
+# ensemble is g2p-cmudict-2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 g2p=${MHA_G2P:-$root/build/mha-g2p}
 run=$1 k=$2 beam=$3 alpha=$4
+name=${MHA_G2P_MODEL_NAME:-g2p-cmudict}
 shift 4
 command="$*"
 mapfile -t kept < <(ls "$run"/checkpoint-*.safetensors | sort -t- -k2 -n | tail -n "$k")
@@ -24,9 +27,9 @@ for b in 4 8; do
   "$g2p" eval --model "$run/averaged.safetensors" --beam "$b" --alpha "$alpha" --threads 2 \
     --out "$run/eval-test-beam$b"
 done
-cp "$run/averaged.safetensors" "$root/models/g2p-cmudict.safetensors.tmp"
-mv "$root/models/g2p-cmudict.safetensors.tmp" "$root/models/g2p-cmudict.safetensors"
-python3 - "$run" "$root/models/g2p-cmudict.json" "$command" "${MHA_TRAIN_COMMIT:-$(git -C "$root" rev-parse --short HEAD)}" \
+cp "$run/averaged.safetensors" "$root/models/$name.safetensors.tmp"
+mv "$root/models/$name.safetensors.tmp" "$root/models/$name.safetensors"
+python3 - "$run" "$root/models/$name.json" "$command" "${MHA_TRAIN_COMMIT:-$(git -C "$root" rev-parse --short HEAD)}" \
   "$beam" "$alpha" "${kept[@]}" <<'EOF'
 import json, os, platform, sys
 run, out, command, commit, beam, alpha = sys.argv[1:7]
@@ -39,8 +42,9 @@ b4, b8 = ev("eval-test-beam4"), ev("eval-test-beam8")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 doc = {
     "format": "mha-g2p-model 1",
-    "model": "g2p-cmudict.safetensors (weights only, float32, with checksums; the mean of the "
-             "last %d checkpoints of the run: mha-g2p average)" % len(kept),
+    "model": "%s (weights only, float32, with checksums; the mean of the "
+             "last %d checkpoints of the run: mha-g2p average)" % (os.path.basename(out)[:-5] +
+                                                                  ".safetensors", len(kept)),
     "command": command,
     "averaged": [os.path.basename(p) for p in kept],
     "commit": commit,

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The numbers of the committed ensemble (development tool):
+#
+#   bash tools/make_g2p_ensemble.sh BEAM ALPHA
+#
+# decodes with models/g2p-cmudict.safetensors and models/g2p-cmudict-2.safetensors as one
+# (`mha-g2p eval --ensemble`: their log-probabilities averaged at each step): the validation
+# words (greedy and beam BEAM, to choose the decoding without the test words), then the test
+# words greedy, with beam 4 and beam 8 (length normalisation ALPHA), at 2 threads; writes
+# models/g2p-cmudict-ensemble.json. Run it on an otherwise idle machine (words/s are in it).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+g2p=${MHA_G2P:-$root/build/mha-g2p}
+beam=$1 alpha=$2
+a=$root/models/g2p-cmudict.safetensors b=$root/models/g2p-cmudict-2.safetensors
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$g2p" eval --model "$a" --ensemble "$b" --words validation --beam "$beam" --alpha "$alpha" \
+  --threads 2 --out "$out/valid"
+for k in 4 8; do
+  "$g2p" eval --model "$a" --ensemble "$b" --beam "$k" --alpha "$alpha" --threads 2 \
+    --out "$out/test$k"
+done
+python3 - "$out" "$root/models/g2p-cmudict-ensemble.json" "$beam" "$alpha" \
+  "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
+import json, os, sys
+out, dst, beam, alpha, commit = sys.argv[1:6]
+ev = lambda d: json.load(open(os.path.join(out, d, "eval.json")))
+def nums(o):
+    return {k: o[k] for k in ("words", "wer", "per", "wer_stress", "per_stress", "words_per_second")}
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+v, t4, t8 = ev("valid"), ev("test4"), ev("test8")
+doc = {
+    "format": "mha-g2p-ensemble 1",
+    "models": ["g2p-cmudict.safetensors", "g2p-cmudict-2.safetensors"],
+    "how": "mha-g2p eval|pronounce --model models/g2p-cmudict.safetensors --ensemble "
+           "models/g2p-cmudict-2.safetensors: the two models' log-probabilities averaged at "
+           "each step",
+    "commit": commit,
+    "machine": "%s, %d cores, 2 threads" % (cpu, os.cpu_count()),
+    "decoding": {"recommended_beam": int(beam), "alpha": float(alpha)},
+    "validation": {"greedy": nums(v["greedy"]), "beam%s" % beam: nums(v["beam"])},
+    "test": {"greedy": nums(t4["greedy"]), "beam4": nums(t4["beam"]), "beam8": nums(t8["beam"])},
+}
+json.dump(doc, open(dst + ".tmp", "w"), indent=2)
+open(dst + ".tmp", "a").write("\n")
+os.replace(dst + ".tmp", dst)
+print(json.dumps(doc["test"], indent=1))
+PY
