@@ -665,14 +665,21 @@ static int scratch(mha_g2p *g, size_t n)
                : MHA_ENOMEM;
 }
 
-/* Sort order: by length, then index (stable). */
-static const size_t *g_sort_len;
-static int by_len(const void *a, const void *b)
+/* order[0..n) = the words by length, then index (a counting sort: lengths are at most
+ * max_src <= 256; no global state, so handles in several threads never meet). */
+static void sort_by_length(size_t n, const size_t *len, size_t max_len, size_t *order)
 {
-    const size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    if (g_sort_len[i] != g_sort_len[j])
-        return g_sort_len[i] < g_sort_len[j] ? -1 : 1;
-    return i < j ? -1 : i > j;
+    size_t count[257] = {0};
+    for (size_t j = 0; j < n; j++)
+        count[len[j] <= max_len ? len[j] : max_len]++;
+    size_t start = 0;
+    for (size_t l = 0; l <= max_len && l < 257; l++) {
+        const size_t c = count[l];
+        count[l] = start;
+        start += c;
+    }
+    for (size_t j = 0; j < n; j++)
+        order[count[len[j] <= max_len ? len[j] : max_len]++] = j;
 }
 
 /* Decode the n words of ids (word j: g->ids[j·S ..] of length g->ids_len[j]) in batches of
@@ -685,10 +692,7 @@ static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_
     const size_t K = g->beam > nbest ? g->beam : nbest;
     const int greedy = K == 1;
     const size_t batch = DECODE_ROWS / K > 0 ? DECODE_ROWS / K : 1;
-    for (size_t j = 0; j < n; j++)
-        g->order[j] = j;
-    g_sort_len = g->ids_len; /* one thread at a time per handle; qsort has no context */
-    qsort(g->order, n, sizeof *g->order, by_len);
+    sort_by_length(n, g->ids_len, S < 256 ? S : 256, g->order);
     for (size_t b0 = 0; b0 < n; b0 += batch) {
         const size_t B = n - b0 < batch ? n - b0 : batch;
         size_t Sb = 1;
