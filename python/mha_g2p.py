@@ -20,6 +20,7 @@ A handle is for one thread at a time; make one per thread.
 """
 import ctypes
 import os
+import warnings
 from collections import namedtuple
 
 __all__ = ["G2P", "G2PError", "Pronunciation"]
@@ -100,6 +101,9 @@ class G2P:
             data = self._lib.mha_g2p_model_data(self._g).decode()
             if data and os.path.exists(_find(data)):
                 self.lexicons.append(_find(data))
+            elif data:
+                warnings.warn("%s, the dictionary the model was trained on, is not there: "
+                              "the model answers every word" % data)
         for p in self.lexicons:
             self._call(self._lib.mha_g2p_add_lexicon, self._g, os.fsencode(p), None)
         self._call(self._lib.mha_g2p_set_beam, self._g, beam, alpha, with_err=False)
