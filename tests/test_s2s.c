@@ -2724,6 +2724,84 @@ static void s2s_backward_accumulates(void **state)
     mhad_s2s_destroy(m);
 }
 
+/* The target embeddings' dropout is the one mha_s2s.h documents: the model's seed, stream
+ * MHA_PCG32_STREAM_EMBED_TGT, the model's call index, element (b·T + t)·C + c. With every
+ * decoder block's tensors zero (each block is then the identity: its branches are 0 and
+ * dropout of 0 is 0), the training forward's logits are LN_dec(xt₀)·tgt_embᵀ, computed
+ * here from that mask (mhad_dropout_forward); another stream or seed gives other logits. */
+static void s2s_target_embedding_dropout_stream(void **state)
+{
+    (void)state;
+    enum { B = 2, S = 4, T = 3, C = 8, V = 9 };
+    static const size_t src_len[B] = {4, 2};
+    const double p = 0.4;
+    mha_s2s_config cfg = small_config(0.3, p, 0.0, 871);
+    mhad_s2s *m;
+    assert_int_equal(mhad_s2s_create(&m, &cfg, B), MHA_OK);
+    randomize_s2s(m, 871);
+    for (size_t l = 0; l < cfg.dec_layers; l++) {
+        mhad_decoder_block *d = mhad_s2s_decoder_block(m, l);
+        for (size_t i = 0; i < MHA_DEC_BLOCK_NUM_TENSORS; i++) {
+            mha_param_info in;
+            double *w;
+            assert_int_equal(mhad_decoder_block_tensor(d, i, &in, &w, NULL), MHA_OK);
+            memset(w, 0, in.numel * sizeof *w);
+        }
+    }
+    int32_t src[B * S], tgt[B * T];
+    fill_ids(src, B * S, 0, 7, 872);
+    fill_ids(tgt, B * T, 0, V, 873);
+    assert_int_equal(mhad_s2s_set_call_index(m, 5), MHA_OK);
+    assert_int_equal(mhad_s2s_forward(m, 1, B, S, src, src_len, T, tgt, NULL, NULL), MHA_OK);
+    const double *z = mhad_s2s_logits(m, NULL);
+    /* the reference: xt0 = drop(emb + pos), then LN_dec, then the tied read-out */
+    size_t ie, ip, iw, ib;
+    double *emb, *pos, *lw, *lb;
+    mha_param_info in;
+    assert_int_equal(mhad_s2s_tensor_find(m, "tgt_emb.weight", &ie), MHA_OK);
+    assert_int_equal(mhad_s2s_tensor_find(m, "tgt_pos.weight", &ip), MHA_OK);
+    assert_int_equal(mhad_s2s_tensor_find(m, "dec_ln.weight", &iw), MHA_OK);
+    assert_int_equal(mhad_s2s_tensor_find(m, "dec_ln.bias", &ib), MHA_OK);
+    assert_int_equal(mhad_s2s_tensor(m, ie, &in, &emb, NULL), MHA_OK);
+    assert_int_equal(mhad_s2s_tensor(m, ip, &in, &pos, NULL), MHA_OK);
+    assert_int_equal(mhad_s2s_tensor(m, iw, &in, &lw, NULL), MHA_OK);
+    assert_int_equal(mhad_s2s_tensor(m, ib, &in, &lb, NULL), MHA_OK);
+    double x[B * T * C], y[B * T * C];
+    uint64_t keep[MHA_DROPOUT_WORDS(B * T * C)];
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++)
+            for (size_t c = 0; c < C; c++)
+                x[(b * T + t) * C + c] = emb[tgt[b * T + t] * C + c] + pos[t * C + c];
+    for (int variant = 0; variant < 3; variant++) {
+        const uint64_t seed = variant == 2 ? 872 : 871;
+        const uint64_t stream = variant == 1 ? MHA_PCG32_STREAM_RESID_CROSS
+                                             : MHA_PCG32_STREAM_EMBED_TGT;
+        assert_int_equal(mhad_dropout_forward(B * T * C, p, seed, stream, 5, x, y, keep),
+                         MHA_OK);
+        double worst = 0.0;
+        for (size_t r = 0; r < B * T; r++) {
+            const double *row = y + r * C;
+            double mean = 0, var = 0;
+            for (size_t c = 0; c < C; c++)
+                mean += row[c] / C;
+            for (size_t c = 0; c < C; c++)
+                var += (row[c] - mean) * (row[c] - mean) / C;
+            const double rstd = 1.0 / sqrt(var + 1e-5);
+            for (size_t v = 0; v < V; v++) {
+                double s = 0;
+                for (size_t c = 0; c < C; c++)
+                    s += ((row[c] - mean) * rstd * lw[c] + lb[c]) * emb[v * C + c];
+                worst = fmax(worst, fabs(s - z[r * V + v]));
+            }
+        }
+        if (variant == 0)
+            assert_true(worst <= 1e-10);
+        else
+            assert_true(worst > 1e-3); /* the test tells the streams and seeds apart */
+    }
+    mhad_s2s_destroy(m);
+}
+
 /* Every backward adds into the caller's input gradients (the contract: dx += dL/dx, dmem
  * += dL/dmem), for the decoder block (with dropout on) and the encoder block: buffers
  * holding c before a backward hold c + what zeroed buffers receive (to rounding: the
@@ -2949,6 +3027,7 @@ int main(void)
         cmocka_unit_test(s2s_init_is_gpt2),
         cmocka_unit_test(s2s_backward_accumulates),
         cmocka_unit_test(s2s_blocks_backward_add_to_dx),
+        cmocka_unit_test(s2s_target_embedding_dropout_stream),
         cmocka_unit_test(s2s_thread_count_independent),
         cmocka_unit_test(s2s_dropout_batch_offset_slices),
     };
