@@ -406,7 +406,7 @@ static void *run_job(void *arg)
     size_t n[8];
     int status[8];
     char err[256];
-    for (int rep = 0; rep < 5 && j->st == MHA_OK; rep++) {
+    for (int rep = 0; rep < 2 && j->st == MHA_OK; rep++) {
         j->st = mha_g2p_pronounce_batch(j->g, 8, TWORDS, MHA_G2P_NO_LEXICON, 1, out, n, status,
                                         err, sizeof err);
         for (size_t i = 0; i < 8 && j->st == MHA_OK; i++)
