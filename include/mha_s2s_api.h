@@ -28,7 +28,11 @@ typedef struct MHA_NAME(decoder_block) MHA_NAME(decoder_block);
 
 /* A decoder block for targets [B, T, C] and encoder outputs [B, S, C], B <= max_batch,
  * T <= max_len, S <= max_src; cfg as for MHA_NAME(block_create) (cfg->causal is ignored:
- * the self-attention is always causal). GPT-2 initialisation from cfg->seed.
+ * the self-attention is always causal). GPT-2 initialisation from cfg->seed. Dropout
+ * streams: the self-attention module is seeded with cfg->seed (as a GPT block's attention),
+ * the cross-attention module with mha_gpt_block_seed(cfg->seed, 0); both count calls with
+ * the block's call index; the residual dropouts use cfg->seed with the streams
+ * MHA_PCG32_STREAM_RESID_ATTN, MHA_PCG32_STREAM_RESID_CROSS and MHA_PCG32_STREAM_RESID_MLP.
  * MHA_EINVAL, MHA_EOVERFLOW, MHA_ENOMEM. */
 MHA_API int MHA_NAME(decoder_block_create)(MHA_NAME(decoder_block) **out,
                                            const mha_block_config *cfg, size_t max_batch,

@@ -2802,6 +2802,85 @@ static void s2s_target_embedding_dropout_stream(void **state)
     mhad_s2s_destroy(m);
 }
 
+/* A decoder block's attention dropout is the one its header documents: the self-attention
+ * as a module seeded with the block's seed, the cross-attention as one seeded with
+ * mha_gpt_block_seed(seed, 0), both at the block's call index. With the other branch and
+ * the MLP zero (branches of 0) and plain LayerNorms, y − x of a training forward is that
+ * module's training forward (same weights, the documented seed and call index) on LN(x) —
+ * causal for the self-attention, over the source with its lengths for the cross-attention;
+ * a module with another seed gives another y − x. */
+static void s2s_decoder_attention_dropout_streams(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 3, S = 4, C = 8, H = 2 };
+    static const size_t src_len[B] = {4, 2};
+    const double p = 0.3;
+    const uint64_t seed = 881;
+    const size_t n = B * T * C;
+    double x[B * T * C], mem[B * S * C], y[B * T * C], ln[B * T * C], want[B * T * C];
+    fill_uniform(x, n, -1.0, 1.0, 882);
+    fill_uniform(mem, B * S * C, -1.0, 1.0, 883);
+    for (size_t r = 0; r < B * T; r++) { /* LN(x) with weight 1, bias 0, eps 1e-5 */
+        double mean = 0, var = 0;
+        for (size_t c = 0; c < C; c++)
+            mean += x[r * C + c] / C;
+        for (size_t c = 0; c < C; c++)
+            var += (x[r * C + c] - mean) * (x[r * C + c] - mean) / C;
+        for (size_t c = 0; c < C; c++)
+            ln[r * C + c] = (x[r * C + c] - mean) / sqrt(var + 1e-5);
+    }
+    for (int which = 0; which < 2; which++) {
+        mha_block_config cfg = {.dim = C, .heads = H, .mlp_dim = 12, .attn_dropout = p,
+                                .resid_dropout = 0.0, .init_layers = 2, .seed = seed,
+                                .threads = 1};
+        mhad_decoder_block *d;
+        assert_int_equal(mhad_decoder_block_create(&d, &cfg, B, T, S), MHA_OK);
+        randomize_dec(d, seed + (uint64_t)which);
+        const char *off = which ? "self_attn." : "cross_attn.";
+        for (size_t i = 0; i < MHA_DEC_BLOCK_NUM_TENSORS; i++) {
+            mha_param_info in;
+            double *w;
+            assert_int_equal(mhad_decoder_block_tensor(d, i, &in, &w, NULL), MHA_OK);
+            const int is_ln = strncmp(in.name, "ln", 2) == 0;
+            for (size_t k = 0; k < in.numel; k++)
+                if (is_ln)
+                    w[k] = strstr(in.name, ".weight") ? 1.0 : 0.0;
+                else if (strncmp(in.name, "mlp.", 4) == 0 ||
+                         strncmp(in.name, off, strlen(off)) == 0)
+                    w[k] = 0.0;
+        }
+        assert_int_equal(mhad_decoder_block_set_call_index(d, 7), MHA_OK);
+        assert_int_equal(mhad_decoder_block_forward(d, 1, B, T, x, S, mem, src_len, y), MHA_OK);
+        size_t np;
+        const double *ap = mhad_params(mhad_decoder_block_attention(d, which), &np);
+        for (int other = 0; other < 2; other++) {
+            const uint64_t s = which ? mha_gpt_block_seed(seed, 0) : seed;
+            mha_config mc = {.model_dim = C, .num_heads = H, .dropout_p = p,
+                             .seed = other ? s + 1 : s, .threads = 1};
+            mhad_module *ref;
+            assert_int_equal(mhad_create(&ref, &mc), MHA_OK);
+            size_t nr;
+            memcpy(mhad_params(ref, &nr), ap, np * sizeof *ap);
+            assert_int_equal(mhad_set_call_index(ref, 7), MHA_OK);
+            mhad_cache *c;
+            assert_int_equal(mhad_cache_create(&c, ref, B, T, which ? S : T), MHA_OK);
+            const mha_mask mask = {.causal = !which, .key_lengths = which ? src_len : NULL};
+            assert_int_equal(mhad_forward(ref, c, 1, B, T, ln, which ? S : T, which ? mem : ln,
+                                          &mask, want), MHA_OK);
+            double worst = 0;
+            for (size_t i = 0; i < n; i++)
+                worst = fmax(worst, fabs((y[i] - x[i]) - want[i]));
+            if (other)
+                assert_true(worst > 1e-3); /* the seed shows */
+            else
+                assert_true(worst <= 1e-12);
+            mhad_cache_destroy(c);
+            mhad_destroy(ref);
+        }
+        mhad_decoder_block_destroy(d);
+    }
+}
+
 /* Every backward adds into the caller's input gradients (the contract: dx += dL/dx, dmem
  * += dL/dmem), for the decoder block (with dropout on) and the encoder block: buffers
  * holding c before a backward hold c + what zeroed buffers receive (to rounding: the
@@ -3028,6 +3107,7 @@ int main(void)
         cmocka_unit_test(s2s_backward_accumulates),
         cmocka_unit_test(s2s_blocks_backward_add_to_dx),
         cmocka_unit_test(s2s_target_embedding_dropout_stream),
+        cmocka_unit_test(s2s_decoder_attention_dropout_streams),
         cmocka_unit_test(s2s_thread_count_independent),
         cmocka_unit_test(s2s_dropout_batch_offset_slices),
     };
