@@ -924,9 +924,9 @@ static void rundir_g2p_checksums(void **state)
     assert_file_contains("m.out", "HELLO");
 }
 
-/* Ctrl-C during a long evaluation is acknowledged at once on stderr, while the evaluation
- * goes on; the run then stops after it with exit 130. (Before: nothing was said until the
- * evaluation ended, ~95 s under load for the default model.) */
+/* Ctrl-C during a long evaluation is acknowledged at once on stderr; the run then cuts the
+ * evaluation short and stops with exit 130, the step's row written. (Before: nothing was
+ * said until the evaluation ended, ~95 s under load for the default model.) */
 static void rundir_signal_acknowledged(void **state)
 {
     (void)state;
@@ -946,11 +946,9 @@ static void rundir_signal_acknowledged(void **state)
         if (!said)
             sleep_ms(10);
     }
-    const int still = count_lines("o/train_log.csv") == 20; /* the evaluation goes on */
     assert_int_equal(wait_prog(pid), 130);
     assert_true(said);
-    assert_true(still);
-    assert_int_equal(log_rows("o/train_log.csv"), 20);
+    assert_int_equal(log_rows("o/train_log.csv"), 20); /* the evaluation was cut short */
 }
 
 /* mha-gpt: a stop signal in the middle of a long evaluation (100,000 batches a split,
