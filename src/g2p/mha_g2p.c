@@ -17,6 +17,7 @@
 
 #include "ckpt_crc.h"
 #include "g2p_data.h"
+#include "g2p_internal.h"
 #include "mha.h"
 #include "mha_s2s.h"
 #include "mha_safetensors.h"
@@ -66,18 +67,8 @@ struct mha_g2p {
     mha_s2s_hyp *hyps;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+/* One-line messages: the g2p sources' formatter (g2p_internal.h). */
+#define set_err(err, errlen, ...) ((void)g2p__fail(MHA_OK, (err), (errlen), __VA_ARGS__))
 
 /* word[len] as a message shows it: quoted, a word of more than SHOWN_BYTES bytes cut after
  * its first SHOWN_BYTES (up to 3 fewer, to end on a whole UTF-8 character), followed by
@@ -150,17 +141,6 @@ static int meta_vocab(const mha_st_file *f, const char *key, size_t n_special, g
     free(sym);
     cJSON_Delete(a);
     return st;
-}
-
-/* 1 if a and b are the same symbols in the same order. */
-static int same_vocab(const g2p_vocab *a, const g2p_vocab *b)
-{
-    if (a->n != b->n || a->n_special != b->n_special)
-        return 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (strcmp(a->sym[i], b->sym[i]) != 0)
-            return 0;
-    return 1;
 }
 
 /* The training state a model of mha-g2p train carries (when it has one: a model saved by
@@ -252,7 +232,7 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
         g->max_src = sc;
         g->max_tgt = tc;
     } else {
-        const int same = same_vocab(&src, &g->src) && same_vocab(&tgt, &g->tgt);
+        const int same = g2p_vocab_equal(&src, &g->src) && g2p_vocab_equal(&tgt, &g->tgt);
         g2p_vocab_free(&src);
         g2p_vocab_free(&tgt);
         if (!same || sc != g->max_src || tc != g->max_tgt) {
@@ -877,6 +857,18 @@ static int prepare(mha_g2p *g, const char *word, unsigned flags, size_t nbest, p
     return MHA_OK;
 }
 
+/* A word failed with status s and message msg: its status, and the call's first failure
+ * (status and message) when it is the first. */
+static void word_failed(int *status, int s, const char *msg, int *first_bad, char *err,
+                        size_t errlen)
+{
+    *status = s;
+    if (*first_bad == MHA_OK) {
+        *first_bad = s;
+        set_err(err, errlen, "%s", msg);
+    }
+}
+
 int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words,
                             unsigned flags, size_t nbest, mha_g2p_pron *out, size_t *n_out,
                             int *status, char *err, size_t errlen)
@@ -919,13 +911,8 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
             st = s;
             break;
         }
-        if (s != MHA_OK) {
-            status[i] = s;
-            if (first_bad == MHA_OK) {
-                first_bad = s;
-                set_err(err, errlen, "%s", e2);
-            }
-        }
+        if (s != MHA_OK)
+            word_failed(&status[i], s, e2, &first_bad, err, errlen);
     }
     /* 2. the model, for the words no lexicon answered, in batches */
     size_t n_dec = 0;
@@ -954,11 +941,7 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
                 break;
             }
             if (s != MHA_OK) {
-                status[i] = s;
-                if (first_bad == MHA_OK) {
-                    first_bad = s;
-                    set_err(err, errlen, "%s", e2);
-                }
+                word_failed(&status[i], s, e2, &first_bad, err, errlen);
                 continue;
             }
             g->ids_len[n_dec] = len;

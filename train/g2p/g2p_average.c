@@ -31,16 +31,6 @@ static const char *size_mismatch(const g2p_config *a, const g2p_config *b)
     return "";
 }
 
-static int same_vocab(const g2p_vocab *a, const g2p_vocab *b)
-{
-    if (a->n != b->n || a->n_special != b->n_special)
-        return 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (strcmp(a->sym[i], b->sym[i]) != 0)
-            return 0;
-    return 1;
-}
-
 int g2p_average_main(const char *const *paths, size_t n, const char *out, int force)
 {
     if (n == 0)
@@ -82,7 +72,8 @@ int g2p_average_main(const char *const *paths, size_t n, const char *out, int fo
                                                         ? id : "");
         if (k > 0) { /* the same model as the first, before this one is built */
             const char *d = size_mismatch(&cfg0, &cfg);
-            const int vocab = !same_vocab(&r0.src, &src) || !same_vocab(&r0.tgt, &tgt);
+            const int vocab =
+                !g2p_vocab_equal(&r0.src, &src) || !g2p_vocab_equal(&r0.tgt, &tgt);
             if (*d || vocab) {
                 mha_st_free(f);
                 g2p_vocab_free(&src);

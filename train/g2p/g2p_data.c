@@ -21,6 +21,16 @@ static const char *why_status(int rc)
 
 /* ---- vocabularies ------------------------------------------------------------------------ */
 
+int g2p_vocab_equal(const g2p_vocab *a, const g2p_vocab *b)
+{
+    if (a->n != b->n || a->n_special != b->n_special)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->sym[i], b->sym[i]) != 0)
+            return 0;
+    return 1;
+}
+
 void g2p_vocab_free(g2p_vocab *v)
 {
     if (v == NULL)

@@ -141,6 +141,8 @@ int g2p_vocab_make(g2p_vocab *v, const char *const *sym, size_t n, size_t n_spec
                    char *err, size_t errcap);
 /* Deep copy of src into *dst (owned). MHA_EINVAL, MHA_ENOMEM; *dst not written on error. */
 int g2p_vocab_copy(g2p_vocab *dst, const g2p_vocab *src);
+/* 1 if a and b hold the same symbols in the same order (and the same reserved count). */
+int g2p_vocab_equal(const g2p_vocab *a, const g2p_vocab *b);
 /* Free the symbols and zero *v. NULL and a zeroed vocabulary are no-ops. */
 void g2p_vocab_free(g2p_vocab *v);
 /* The id of sym, or -1 (reserved symbols searched in order, the rest by binary search). */

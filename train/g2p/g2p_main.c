@@ -133,17 +133,6 @@ typedef struct g2p_models {
     char path[G2P_MAX_MODELS][CLI_PATH_CAP];
 } g2p_models;
 
-/* 1 if a and b are the same symbols in the same order. */
-static int same_vocab(const g2p_vocab *a, const g2p_vocab *b)
-{
-    if (a->n != b->n || a->n_special != b->n_special)
-        return 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (strcmp(a->sym[i], b->sym[i]) != 0)
-            return 0;
-    return 1;
-}
-
 /* The paths of a ':'-separated list (an option's value) into paths[max]; exit 2 for an
  * empty name or more than max. Returns how many. */
 static size_t split_list(const char *value, const char *opt, char (*paths)[CLI_PATH_CAP],
@@ -189,7 +178,8 @@ static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam)
         open_model(&c, r, beam);
         char what[2 * CLI_PATH_CAP + 64];
         snprintf(what, sizeof what, "cannot use model %s in an ensemble with %s", p, cfg->model);
-        if (!same_vocab(&r->src, &ms->run[0].src) || !same_vocab(&r->tgt, &ms->run[0].tgt))
+        if (!g2p_vocab_equal(&r->src, &ms->run[0].src) ||
+            !g2p_vocab_equal(&r->tgt, &ms->run[0].tgt))
             cli_die(CLI_EXIT_USAGE, "%s: other symbols (a model of other data)", what);
         if (c.src_context != cfg->src_context || c.tgt_context != cfg->tgt_context)
             cli_die(CLI_EXIT_USAGE, "%s: it reads words of up to %zu symbols and writes up to "
