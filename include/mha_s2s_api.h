@@ -218,3 +218,23 @@ MHA_API int MHA_NAME(s2s_ensemble_beam)(size_t n, MHA_NAME(s2s) *const *m,
                                         const int32_t *src, const size_t *src_len, int32_t bos,
                                         int32_t eos, size_t max_len, size_t K, size_t nbest,
                                         double alpha, mha_s2s_hyp *hyps, int32_t *tokens);
+
+/* Forced decoding: the log-probability the model gives each of B given targets. Row b
+ * (B <= rows of s) reads source b (src [B, S], src_len) and its target tgt [B, max_len]:
+ * the tgt_len[b] (<= max_len) tokens after bos, without eos; logprob [B] gets
+ * Σ_t log P(tgt_t | bos, tgt_<t, source) + log P(eos | bos, the whole target, source) —
+ * what s2s_greedy reports for a row that finished with those tokens (equal up to rounding:
+ * here every row is fed at every step). Ensembles: the mean over the models of their
+ * log-probabilities at each position, as s2s_ensemble_greedy. Needs tgt_len[b] + 1 <= the
+ * cache's max_len (MHA_ESHAPE). MHA_EINVAL: NULL, B = 0, a token outside [0, Vt), a length
+ * above max_len; the rest as s2s_ensemble_greedy. The caches are overwritten. */
+MHA_API int MHA_NAME(s2s_score)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B, size_t S,
+                                const int32_t *src, const size_t *src_len, int32_t bos,
+                                int32_t eos, const int32_t *tgt, size_t max_len,
+                                const size_t *tgt_len, double *logprob);
+MHA_API int MHA_NAME(s2s_ensemble_score)(size_t n, MHA_NAME(s2s) *const *m,
+                                         MHA_NAME(s2s_infer) *const *s, size_t B, size_t S,
+                                         const int32_t *src, const size_t *src_len,
+                                         int32_t bos, int32_t eos, const int32_t *tgt,
+                                         size_t max_len, const size_t *tgt_len,
+                                         double *logprob);

@@ -1604,6 +1604,135 @@ static void s2s_ensemble_copies_and_mean(void **state)
     mhad_s2s_destroy(m2);
 }
 
+
+/* Forced decoding (s2s_score): (a) the log-probability of given targets of every length
+ * from 0 to the most the cache holds is the full forward's Σ log P with the eos term, for
+ * one model and, for an ensemble of two different models, the mean of theirs; (b) greedy's
+ * finished rows score as greedy reported them; (c) an ensemble of one is s2s_score bit for
+ * bit, and a pair of copies gives the model's own numbers; (d) every refusal. */
+static void s2s_score_is_forced_decoding(void **state)
+{
+    (void)state;
+    enum { B = 5, S = 5, L = 5, CACHE = 6 };
+    static const size_t src_len[B] = {5, 3, 1, 4, 2};
+    static const size_t tgt_len[B] = {0, 5, 2, 1, 3};
+    const uint64_t SEED = 702;
+    mha_s2s_config c1 = small_config(0.2, 0.2, 0.1, SEED), c2 = c1;
+    c2.dim = 12;
+    c2.heads = 3;
+    c2.mlp_dim = 20;
+    c2.enc_layers = 1;
+    c2.dec_layers = 3;
+    c2.untied = 1;
+    mhad_s2s *m1, *m1b, *m2;
+    assert_int_equal(mhad_s2s_create(&m1, &c1, B), MHA_OK);
+    assert_int_equal(mhad_s2s_create(&m1b, &c1, B), MHA_OK);
+    assert_int_equal(mhad_s2s_create(&m2, &c2, B), MHA_OK);
+    randomize_s2s(m1, SEED);
+    randomize_s2s(m1b, SEED);
+    randomize_s2s(m2, SEED + 3);
+    int32_t src[B * S], tgt[B * L];
+    fill_ids(src, B * S, 0, 7, SEED + 1);
+    fill_ids(tgt, B * L, 0, (int32_t)c1.tgt_vocab, SEED + 2); /* any token, BOS/EOS too */
+    mhad_s2s_infer *s1, *s1b, *s2;
+    assert_int_equal(mhad_s2s_infer_create(&s1, m1, B, S, CACHE), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&s1b, m1b, B, S, CACHE), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&s2, m2, B, S, CACHE), MHA_OK);
+
+    /* (a) */
+    double lp1[B], lp2[B], lpe[B];
+    assert_int_equal(mhad_s2s_score(m1, s1, B, S, src, src_len, BOS, EOS, tgt, L, tgt_len, lp1),
+                     MHA_OK);
+    assert_int_equal(mhad_s2s_score(m2, s2, B, S, src, src_len, BOS, EOS, tgt, L, tgt_len, lp2),
+                     MHA_OK);
+    mhad_s2s *pair[2] = {m1, m2};
+    mhad_s2s_infer *pst[2] = {s1, s2};
+    assert_int_equal(mhad_s2s_ensemble_score(2, pair, pst, B, S, src, src_len, BOS, EOS, tgt, L,
+                                             tgt_len, lpe), MHA_OK);
+    for (size_t b = 0; b < B; b++) {
+        const double f1 = forward_logprob(m1, S, src + b * S, src_len[b], tgt + b * L,
+                                          tgt_len[b], 1, NULL);
+        const double f2 = forward_logprob(m2, S, src + b * S, src_len[b], tgt + b * L,
+                                          tgt_len[b], 1, NULL);
+        assert_true(f1 < 0.0 && f1 != f2);
+        assert_close(lp1[b], f1, 1e-9, 0);
+        assert_close(lp2[b], f2, 1e-9, 0);
+        assert_close(lpe[b], 0.5 * (f1 + f2), 1e-9, 0);
+    }
+
+    /* (b) greedy's finished rows */
+    int32_t out[B * L];
+    size_t len[B];
+    double glp[B], slp[B];
+    assert_int_equal(mhad_s2s_greedy(m1, s1, B, S, src, src_len, BOS, EOS, L, out, len, glp),
+                     MHA_OK);
+    assert_int_equal(mhad_s2s_score(m1, s1, B, S, src, src_len, BOS, EOS, out, L, len, slp),
+                     MHA_OK);
+    size_t n_fin = 0;
+    for (size_t b = 0; b < B; b++)
+        if (len[b] < L) {
+            n_fin++;
+            assert_close(slp[b], glp[b], 1e-12, 0);
+        }
+    assert_true(n_fin > 0);
+
+    /* (c) */
+    double one[B], copies[B];
+    assert_int_equal(mhad_s2s_ensemble_score(1, &m1, &s1, B, S, src, src_len, BOS, EOS, tgt, L,
+                                             tgt_len, one), MHA_OK);
+    assert_memory_equal(one, lp1, sizeof one);
+    mhad_s2s *cp[2] = {m1, m1b};
+    mhad_s2s_infer *cst[2] = {s1, s1b};
+    assert_int_equal(mhad_s2s_ensemble_score(2, cp, cst, B, S, src, src_len, BOS, EOS, tgt, L,
+                                             tgt_len, copies), MHA_OK);
+    assert_memory_equal(copies, lp1, sizeof copies);
+
+    /* (d) */
+    double r[B];
+    size_t bad_len[B];
+    memcpy(bad_len, tgt_len, sizeof bad_len);
+    int32_t bad_tok[B * L];
+    memcpy(bad_tok, tgt, sizeof bad_tok);
+    assert_int_equal(mhad_s2s_score(NULL, s1, B, S, src, src_len, BOS, EOS, tgt, L, tgt_len, r),
+                     MHA_EINVAL);
+    assert_int_equal(mhad_s2s_score(m1, s1, 0, S, src, src_len, BOS, EOS, tgt, L, tgt_len, r),
+                     MHA_EINVAL);
+    assert_int_equal(mhad_s2s_score(m1, s1, B, S, src, src_len, BOS, EOS, NULL, L, tgt_len, r),
+                     MHA_EINVAL);
+    assert_int_equal(mhad_s2s_score(m1, s1, B, S, src, src_len, BOS, EOS, tgt, L, NULL, r),
+                     MHA_EINVAL);
+    assert_int_equal(mhad_s2s_score(m1, s1, B, S, src, src_len, BOS, EOS, tgt, L, tgt_len, NULL),
+                     MHA_EINVAL);
+    bad_tok[1 * L + 4] = (int32_t)c1.tgt_vocab;
+    assert_int_equal(mhad_s2s_score(m1, s1, B, S, src, src_len, BOS, EOS, bad_tok, L, tgt_len, r),
+                     MHA_EINVAL);
+    bad_tok[1 * L + 4] = -1;
+    assert_int_equal(mhad_s2s_score(m1, s1, B, S, src, src_len, BOS, EOS, bad_tok, L, tgt_len, r),
+                     MHA_EINVAL);
+    bad_len[3] = L + 1;
+    assert_int_equal(mhad_s2s_score(m1, s1, B, S, src, src_len, BOS, EOS, tgt, L, bad_len, r),
+                     MHA_EINVAL);
+    assert_int_equal(mhad_s2s_score(m1, s1, B + 1, S, src, src_len, BOS, EOS, tgt, L, tgt_len,
+                                    r), MHA_ESHAPE); /* more rows than the state has */
+    assert_int_equal(mhad_s2s_score(m2, s1, B, S, src, src_len, BOS, EOS, tgt, L, tgt_len, r),
+                     MHA_EMISMATCH);
+    mhad_s2s_infer *small;
+    assert_int_equal(mhad_s2s_infer_create(&small, m1, B, S, L), MHA_OK); /* 5 positions */
+    assert_int_equal(mhad_s2s_score(m1, small, B, S, src, src_len, BOS, EOS, tgt, L, tgt_len,
+                                    r), MHA_ESHAPE); /* row 1 needs bos + 5 tokens */
+    bad_len[3] = tgt_len[3];
+    bad_len[1] = L - 1;
+    assert_int_equal(mhad_s2s_score(m1, small, B, S, src, src_len, BOS, EOS, tgt, L, bad_len, r),
+                     MHA_OK);
+    mhad_s2s_infer_destroy(small);
+    mhad_s2s_infer_destroy(s1);
+    mhad_s2s_infer_destroy(s1b);
+    mhad_s2s_infer_destroy(s2);
+    mhad_s2s_destroy(m1);
+    mhad_s2s_destroy(m1b);
+    mhad_s2s_destroy(m2);
+}
+
 /* Sources beyond the model's max_batch are encoded a slice at a time: a model made for
  * one source at a time (and one for three) decodes 4 sources — greedy and a beam of 3 —
  * as the model made for all 4 does: the same tokens, the same log-probabilities up to the
@@ -3094,6 +3223,7 @@ int main(void)
         cmocka_unit_test(s2s_decode_greedy_and_beam_claims),
         cmocka_unit_test(s2s_ensemble_copies_and_mean),
         cmocka_unit_test(s2s_ensemble_refusals),
+        cmocka_unit_test(s2s_score_is_forced_decoding),
         cmocka_unit_test(s2s_decode_beyond_max_batch),
         cmocka_unit_test(s2s_decode_ties_lowest_id),
         cmocka_unit_test(s2s_decode_float32),
