@@ -90,9 +90,24 @@ MHA_API void mha_g2p_close(mha_g2p *g);
 
 /* Add a model decoded with the first as one (an ensemble: at each step the models'
  * log-probabilities are averaged, mha_s2s_ensemble_beam): a model of the same data (the
- * same symbols and word sizes, else MHA_EFORMAT), up to 8 models in all (MHA_EINVAL).
+ * same symbols and word sizes, else MHA_EFORMAT) that writes in the same direction (a
+ * right-to-left model of `mha-g2p train --reverse` goes with right-to-left ones; their
+ * answers are turned around into reading order), up to 8 models in all (MHA_EINVAL).
  * logprob is then the ensemble's. */
 MHA_API int mha_g2p_add_model(mha_g2p *g, const char *model_path, char *err, size_t errlen);
+
+/* Add a model that rescores the beam's list (n-best rescoring; several make an ensemble of
+ * their own, up to 8, of one direction): with a beam of width K = max(beam, nbest) >= 2,
+ * the model (or ensemble) returns its K best hypotheses, each is scored by these models
+ * (the log-probability they give it, by forced decoding: mha_s2s_ensemble_score), and they
+ * are ranked by (logprob + weight · that) / (length + 1)^alpha; the answers' logprob stays
+ * the first models'. A model of the same data as the first (MHA_EFORMAT otherwise). Made
+ * for right-to-left models (`mha-g2p train --reverse`), which see each pronunciation from
+ * its end; greedy decoding (K = 1) is not rescored. Weight 1 until set. */
+MHA_API int mha_g2p_add_rescorer(mha_g2p *g, const char *model_path, char *err,
+                                 size_t errlen);
+/* The rescoring weight, in [0, 100] (MHA_EINVAL otherwise). */
+MHA_API int mha_g2p_set_rescore_weight(mha_g2p *g, double weight);
 
 /* Add a lexicon (a file mha-g2p train reads: CMUdict lines `WORD  PH PH …`, WORD(n) for
  * alternates, or `word<TAB>PH PH …` lines), searched after those added before. Lines that

@@ -656,8 +656,9 @@ static void g2p_set_foreign(void **state)
     g2p_dict_free(&dx);
 }
 
-/* Batches: source padded with G2P_PAD, decoder input <s> y…, targets y… </s> then −1;
- * too small S or T and a word that is not usable refused, nothing written. */
+/* Batches: source padded with G2P_PAD, decoder input <s> y…, targets y… </s> then −1
+ * (y backwards for a right-to-left model); too small S or T and a word that is not usable
+ * refused, nothing written. */
 static void g2p_batch_layout(void **state)
 {
     (void)state;
@@ -693,6 +694,15 @@ static void g2p_batch_layout(void **state)
     assert_memory_equal(x, wx, sizeof x);
     /* exactly fitting: S = 3, T = 4 */
     assert_int_equal(g2p_batch(&s, rows, 1, 3, 4, x, yi, yo, err, sizeof err), MHA_OK);
+    /* a right-to-left model's batch: each pronunciation last token first, the source and
+     * the <s> / </s> / padding layout unchanged */
+    s.reverse_targets = 1;
+    assert_int_equal(g2p_batch(&s, rows, B, S, T, x, yi, yo, err, sizeof err), MHA_OK);
+    static const int32_t ryi[B * T] = {1, 6, 3, 5, 0, 1, 6, 4, 0, 0};
+    static const int32_t ryo[B * T] = {6, 3, 5, 2, -1, 6, 4, 2, -1, -1};
+    assert_memory_equal(x, wx, sizeof x);
+    assert_memory_equal(yi, ryi, sizeof yi);
+    assert_memory_equal(yo, ryo, sizeof yo);
     g2p_set_free(&s);
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);

@@ -609,6 +609,133 @@ static void g2p_ensemble(void **state)
     assert_false(file_exists("r2/eval.json") || file_exists("r3/eval.json"));
 }
 
+/* The beam pass's WER in eval.json at path. */
+static double beam_wer(const char *path)
+{
+    char *text = slurp(path, NULL);
+    assert_non_null(text);
+    cJSON *root = cJSON_Parse(text);
+    assert_non_null(root);
+    const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "beam"), "wer");
+    assert_true(cJSON_IsNumber(w));
+    const double v = w->valuedouble;
+    cJSON_Delete(root);
+    free(text);
+    return v;
+}
+
+/* A right-to-left model (train --reverse) and n-best rescoring (--rescore):
+ * the run says so and stores it (a resume cannot change it; an older checkpoint cannot be
+ * resumed as one); it does not mix with left-to-right models in an ensemble (eval and the
+ * library); rescoring by the model itself, or by anything with weight 0, ranks as the beam
+ * alone (the same words wrong, the same numbers); with weight 1 pronounce (the library)
+ * gives eval's (the program's decoder) pronunciation of every word eval got wrong; the
+ * refusals. Whether the turned-around answers are right is shown on the committed
+ * right-to-left model (g2p_committed_model_reproduces). */
+static void g2p_reverse_and_rescore(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 30 --eval-every 30 "
+                              "--out a"), 0);
+    assert_int_equal(g2p("r", "train --data d.dict " TINY " --steps 30 --eval-every 30 "
+                              "--seed 7 --reverse --out r"), 0);
+    assert_file_contains("r.out", "right-to-left");
+    mha_st_file *f = NULL;
+    char err[512] = "", best[512];
+    snprintf(best, sizeof best, "%s/r/best.safetensors", tmpdir);
+    if (mha_st_load(best, &f, err, sizeof err) != MHA_OK)
+        fail_msg("%s", err);
+    assert_string_equal(mha_st_meta(f, "reverse"), "1");
+    mha_st_free(f);
+    assert_int_equal(g2p("rr", "train --resume a/checkpoint.safetensors --steps 40 --reverse"),
+                     2);
+    assert_file_contains("rr.err", "it was made with --reverse 0");
+    assert_int_equal(g2p("ro", "train --resume " MHA_SOURCE_DIR
+                               "/models/g2p-cmudict.safetensors --reverse --out ro"), 2);
+    assert_file_contains("ro.err", "before --reverse existed");
+    assert_int_equal(g2p("m1", "eval --model a/best.safetensors --ensemble r/best.safetensors "
+                               "--out m1"), 2);
+    assert_file_contains("m1.err", "right to left");
+    assert_int_equal(g2p("m2", "pronounce --model a/best.safetensors --ensemble "
+                               "r/best.safetensors hello"), 2);
+    assert_file_contains("m2.err", "right to left");
+
+    assert_int_equal(g2p("e0", "eval --model a/best.safetensors --beam 3 --out e0"), 0);
+    assert_int_equal(g2p("e1", "eval --model a/best.safetensors --beam 3 --rescore "
+                               "a/best.safetensors --out e1"), 0);
+    assert_int_equal(g2p("e2", "eval --model a/best.safetensors --beam 3 --rescore "
+                               "r/best.safetensors --rescore-weight 0 --out e2"), 0);
+    assert_int_equal(g2p("e3", "eval --model a/best.safetensors --beam 3 --rescore "
+                               "r/best.safetensors --rescore-weight 1 --out e3"), 0);
+    char *e0 = slurp("e0/errors.txt", NULL);
+    assert_non_null(e0);
+    for (int i = 1; i <= 2; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "e%d/errors.txt", i);
+        char *e = slurp(path, NULL);
+        assert_non_null(e);
+        assert_string_equal(e, e0);
+        free(e);
+        snprintf(path, sizeof path, "e%d/eval.json", i);
+        assert_true(beam_wer(path) == beam_wer("e0/eval.json"));
+    }
+    free(e0);
+    assert_file_contains("e3.out", "beam, rescored");
+    assert_file_contains("e3/eval.json", "\"rescore\"");
+    assert_file_contains("e3/eval.json", "\"rescore_weight\"");
+    /* eval's wrong words (their pronunciation by the program's decoder) through pronounce */
+    char *e3 = slurp("e3/errors.txt", NULL);
+    assert_non_null(e3);
+    char words[4096] = "", want[16384] = "";
+    size_t nw = 0;
+    for (char *line = e3; *line && nw < 40; nw++) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        char *sep = strstr(line, "  "), *hash = strstr(line, "  #");
+        assert_true(sep && hash && hash > sep);
+        *hash = '\0';
+        strncat(words, " \"", sizeof words - strlen(words) - 1); /* ' in words: quoted */
+        strncat(words, line, (size_t)(sep - line));
+        strncat(words, "\"", sizeof words - strlen(words) - 1);
+        strncat(want, line, sizeof want - strlen(want) - 1);
+        strncat(want, "\n", sizeof want - strlen(want) - 1);
+        line = nl + 1;
+    }
+    assert_true(nw >= 10);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "pronounce --no-lexicon --model a/best.safetensors --beam 3 "
+             "--rescore r/best.safetensors --rescore-weight 1 %s", words);
+    assert_int_equal(g2p("p3", cmd), 0);
+    char *p3 = slurp("p3.out", NULL);
+    assert_non_null(p3);
+    assert_string_equal(p3, want);
+    free(p3);
+    free(e3);
+
+    /* refusals */
+    assert_int_equal(g2p("x1", "eval --model a/best.safetensors --rescore r/best.safetensors "
+                               "--out x1"), 2);
+    assert_file_contains("x1.err", "--beam 2 or more");
+    assert_int_equal(g2p("x2", "pronounce --model a/best.safetensors --rescore "
+                               "r/best.safetensors hello"), 2);
+    assert_file_contains("x2.err", "--beam 2 or more");
+    write_file("o.tsv", "abc\tx y z\nabd\tx y w\nbcd\ty z w\n", 31);
+    assert_int_equal(g2p("o", "train --data o.tsv " TINY " --batch 2 --steps 2 --out o"), 0);
+    assert_int_equal(g2p("x3", "eval --model a/best.safetensors --beam 2 --rescore "
+                               "o/best.safetensors --out x3"), 2);
+    assert_file_contains("x3.err", "other symbols");
+    assert_int_equal(g2p("x4", "pronounce --model a/best.safetensors --beam 2 --rescore "
+                               "o/best.safetensors hello"), 2);
+    assert_file_contains("x4.err", "o/best.safetensors");
+    assert_int_equal(g2p("x5", "eval --model a/best.safetensors --beam 2 --rescore "
+                               "r/best.safetensors:a/best.safetensors --out x5"), 2);
+    assert_file_contains("x5.err", "left to right");
+    assert_false(file_exists("x1/eval.json") || file_exists("x3/eval.json") ||
+                 file_exists("x5/eval.json"));
+}
+
 /* --keep-checkpoints K keeps the last K checkpoints as checkpoint-<step>.safetensors, each
  * the very file checkpoint.safetensors was at that step, also across --resume; they are
  * the run's like its other checkpoints: a new run is refused a directory holding only such
@@ -737,6 +864,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_tsv_form, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_average, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_ensemble, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_reverse_and_rescore, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_keep_checkpoints, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,
                                         tmpdir_teardown),

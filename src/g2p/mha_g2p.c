@@ -18,6 +18,7 @@
 #include "ckpt_crc.h"
 #include "g2p_data.h"
 #include "g2p_internal.h"
+#include "g2p_rescore.h"
 #include "mha.h"
 #include "mha_s2s.h"
 #include "mha_safetensors.h"
@@ -50,6 +51,13 @@ struct mha_g2p {
     mha_s2s_infer *inf[MAX_MODELS];
     int threads;
     int unverified; /* a model without checksums was opened */
+    int reverse;    /* the models write right to left (answers are turned around)       */
+    mha_s2s *rm[MAX_MODELS];     /* rescoring models (mha_g2p_add_rescorer)               */
+    size_t n_rm;
+    int rm_reverse;              /* they write right to left                              */
+    double rweight;              /* mha_g2p_set_rescore_weight                            */
+    g2p_rescorer resc;           /* their caches, remade when one is added                */
+    size_t *perm;                /* [DECODE_ROWS] the rescored order of a batch's lists   */
     g2p_vocab src, tgt;
     size_t max_src, max_tgt, beam;
     double alpha;
@@ -191,12 +199,27 @@ static int check_state(const mha_st_file *f, const char *path, char *err, size_t
     return MHA_EFORMAT;
 }
 
-/* The model of file f (configuration, vocabularies, weights) into g->m[g->n_models] (the
- * vocabularies and sizes into g for the first; the others must have the same). */
-static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int threads,
-                      char *err, size_t errlen)
+/* Metadata "reverse": 1 for a right-to-left model, 0 (or absent: a model older than the
+ * option) for the others. */
+static int meta_reverse(const mha_st_file *f, const char *path, int *reverse, char *err,
+                        size_t errlen)
 {
-    const size_t slot = g->n_models;
+    const char *s = mha_st_meta(f, "reverse");
+    *reverse = s && strcmp(s, "1") == 0;
+    if (s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
+        set_err(err, errlen, "%s: metadata \"reverse\" is '%.40s', not 0 or 1", path, s);
+        return MHA_EFORMAT;
+    }
+    return MHA_OK;
+}
+
+/* The model of file f (configuration, vocabularies, weights) into g->m[g->n_models], or
+ * into g->rm[g->n_rm] when rescorer (the vocabularies, sizes and direction into g for the
+ * first; the others must have the same, and those of one list the same direction). */
+static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int threads,
+                      int rescorer, char *err, size_t errlen)
+{
+    const size_t slot = rescorer ? g->n_rm : g->n_models;
     g2p_vocab src = {0}, tgt = {0};
     const char *fmt = mha_st_meta(f, "format");
     if (!fmt || strcmp(fmt, G2P_FORMAT) != 0) {
@@ -205,8 +228,9 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
         return MHA_EFORMAT;
     }
     size_t le, ld, heads, dim, mlp, sc, tc;
-    int st;
+    int st, reverse;
     if ((st = check_state(f, path, err, errlen)) ||
+        (st = meta_reverse(f, path, &reverse, err, errlen)) ||
         (st = meta_size(f, "enc-layers", 1, 64, &le, path, err, errlen)) ||
         (st = meta_size(f, "dec-layers", 1, 64, &ld, path, err, errlen)) ||
         (st = meta_size(f, "heads", 1, 1024, &heads, path, err, errlen)) ||
@@ -224,7 +248,7 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
         g2p_vocab_free(&src);
         return st;
     }
-    if (slot == 0) {
+    if (!rescorer && slot == 0) {
         const char *data = mha_st_meta(f, "data");
         snprintf(g->data, sizeof g->data, "%s", data ? data : "");
         g->src = src;
@@ -240,6 +264,14 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
                     !same ? "other symbols" : "other word sizes");
             return MHA_EFORMAT;
         }
+        const int want = rescorer ? g->rm_reverse : g->reverse;
+        if ((!rescorer || g->n_rm > 0) && reverse != want) {
+            set_err(err, errlen, "%s: it writes pronunciations %s, the %s %s", path,
+                    reverse ? "right to left" : "left to right",
+                    rescorer ? "other rescoring models" : "first model",
+                    want ? "right to left" : "left to right");
+            return MHA_EFORMAT;
+        }
     }
     mha_s2s_config mc = {.src_vocab = g->src.n, .tgt_vocab = g->tgt.n, .src_context = sc,
                          .tgt_context = tc, .enc_layers = le, .dec_layers = ld,
@@ -250,8 +282,15 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
         set_err(err, errlen, "%s: cannot make its model: %s", path, mha_strerror(st));
         return st;
     }
-    g->m[slot] = m; /* owned by g from here: mha_g2p_close frees it */
-    g->n_models = slot + 1;
+    if (rescorer) { /* owned by g from here: mha_g2p_close frees it */
+        g->rm[slot] = m;
+        g->n_rm = slot + 1;
+        g->rm_reverse = reverse;
+    } else {
+        g->m[slot] = m;
+        g->n_models = slot + 1;
+        g->reverse = slot == 0 ? reverse : g->reverse;
+    }
     const size_t nt = mha_s2s_num_tensors(m);
     for (size_t i = 0; i < nt; i++) {
         mha_param_info in;
@@ -268,15 +307,16 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
                 return MHA_EFORMAT;
             }
     }
-    if ((st = mha_s2s_infer_create(&g->inf[slot], m, DECODE_ROWS, sc, tc)) != MHA_OK) {
+    if (!rescorer && (st = mha_s2s_infer_create(&g->inf[slot], m, DECODE_ROWS, sc, tc)) != MHA_OK) {
         set_err(err, errlen, "%s: decoder caches: %s", path, mha_strerror(st));
         return st;
     }
     return MHA_OK;
 }
 
-/* Read, verify and load a model file into the next slot of g. */
-static int open_file(mha_g2p *g, const char *path, char *err, size_t errlen)
+/* Read, verify and load a model file into the next slot of g (of the rescoring models
+ * when rescorer). */
+static int open_file(mha_g2p *g, const char *path, int rescorer, char *err, size_t errlen)
 {
     mha_st_file *f = NULL;
     char e2[1024] = "";
@@ -287,7 +327,7 @@ static int open_file(mha_g2p *g, const char *path, char *err, size_t errlen)
         set_err(err, errlen, "%s: %s", path, e2);
     else if ((st = ckpt_verify(f, e2, sizeof e2)) != MHA_OK)
         set_err(err, errlen, "%s: %s", path, e2);
-    else if ((st = load_model(g, f, path, g->threads, err, errlen)) == MHA_OK &&
+    else if ((st = load_model(g, f, path, g->threads, rescorer, err, errlen)) == MHA_OK &&
              !ckpt_has_checksums(f))
         g->unverified = 1;
     mha_st_free(f);
@@ -302,7 +342,7 @@ int mha_g2p_add_model(mha_g2p *g, const char *model_path, char *err, size_t errl
         return MHA_EINVAL;
     }
     const size_t n = g->n_models;
-    const int st = open_file(g, model_path, err, errlen);
+    const int st = open_file(g, model_path, 0, err, errlen);
     if (st != MHA_OK) { /* nothing added */
         for (size_t i = n; i < g->n_models; i++) {
             mha_s2s_infer_destroy(g->inf[i]);
@@ -328,8 +368,9 @@ int mha_g2p_open(mha_g2p **out, const char *model_path, int threads, char *err, 
     }
     g->beam = 1;
     g->alpha = 1.0;
+    g->rweight = 1.0;
     g->threads = threads;
-    const int st = open_file(g, model_path, err, errlen);
+    const int st = open_file(g, model_path, 0, err, errlen);
     if (st != MHA_OK) {
         mha_g2p_close(g);
         return st;
@@ -342,10 +383,13 @@ void mha_g2p_close(mha_g2p *g)
 {
     if (!g)
         return;
+    g2p_rescorer_free(&g->resc);
     for (size_t i = 0; i < MAX_MODELS; i++) {
         mha_s2s_infer_destroy(g->inf[i]);
         mha_s2s_destroy(g->m[i]);
+        mha_s2s_destroy(g->rm[i]);
     }
+    free(g->perm);
     g2p_vocab_free(&g->src);
     g2p_vocab_free(&g->tgt);
     for (size_t i = 0; i < g->n_lex; i++) {
@@ -366,6 +410,49 @@ void mha_g2p_close(mha_g2p *g)
     free(g->lp);
     free(g->hyps);
     free(g);
+}
+
+int mha_g2p_add_rescorer(mha_g2p *g, const char *model_path, char *err, size_t errlen)
+{
+    if (!g || !model_path || g->n_rm >= MAX_MODELS) {
+        set_err(err, errlen, "mha_g2p_add_rescorer: a NULL argument, or %d rescoring models "
+                "already", MAX_MODELS);
+        return MHA_EINVAL;
+    }
+    if (!g->perm && !(g->perm = calloc(DECODE_ROWS, sizeof *g->perm))) {
+        set_err(err, errlen, "out of memory");
+        return MHA_ENOMEM;
+    }
+    const size_t n = g->n_rm;
+    int st = open_file(g, model_path, 1, err, errlen);
+    if (st == MHA_OK) { /* caches for the whole list, made again */
+        g2p_rescorer next;
+        st = g2p_rescorer_init(&next, g->n_rm, g->rm, g->rm_reverse, g->rweight, DECODE_ROWS,
+                               g->max_src, g->max_tgt);
+        if (st == MHA_OK) {
+            g2p_rescorer_free(&g->resc);
+            g->resc = next;
+        } else
+            set_err(err, errlen, "%s: rescoring caches: %s", model_path, mha_strerror(st));
+    }
+    if (st != MHA_OK) { /* nothing added */
+        for (size_t i = n; i < g->n_rm; i++) {
+            mha_s2s_destroy(g->rm[i]);
+            g->rm[i] = NULL;
+        }
+        g->n_rm = n;
+        g->rm_reverse = n ? g->resc.reverse : 0;
+    }
+    return st;
+}
+
+int mha_g2p_set_rescore_weight(mha_g2p *g, double weight)
+{
+    if (!g || !(weight >= 0.0 && weight <= 100.0))
+        return MHA_EINVAL;
+    g->rweight = weight;
+    g->resc.weight = weight;
+    return MHA_OK;
 }
 
 const char *mha_g2p_model_data(const mha_g2p *g) { return g ? g->data : ""; }
@@ -670,7 +757,8 @@ static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_
 {
     const size_t S = g->max_src, L = g->max_tgt;
     const size_t K = g->beam > nbest ? g->beam : nbest;
-    const int greedy = K == 1;
+    const int greedy = K == 1, resc = !greedy && g->resc.n > 0;
+    const size_t KD = resc ? K : nbest; /* the beam's list: all of it when rescored */
     const size_t batch = DECODE_ROWS / K > 0 ? DECODE_ROWS / K : 1;
     sort_by_length(n, g->ids_len, S < 256 ? S : 256, g->order);
     for (size_t b0 = 0; b0 < n; b0 += batch) {
@@ -690,16 +778,25 @@ static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_
                                          G2P_BOS, G2P_EOS, L, g->tok, g->tlen, g->lp);
         else
             st = mha_s2s_ensemble_beam(g->n_models, g->m, g->inf, B, Sb, g->srcbuf, g->lens,
-                                       G2P_BOS, G2P_EOS, L, K, nbest, g->alpha, g->hyps,
-                                       g->tok);
+                                       G2P_BOS, G2P_EOS, L, K, KD, g->alpha, g->hyps, g->tok);
+        if (st == MHA_OK && resc)
+            st = g2p_rescore(&g->resc, B, KD, Sb, g->srcbuf, g->lens, g->tok, g->reverse,
+                             g->alpha, g->hyps, g->perm);
         if (st != MHA_OK)
             return st;
         for (size_t b = 0; b < B; b++) {
             const size_t w = g->order[b0 + b];
             for (size_t k = 0; k < (greedy ? 1 : nbest); k++) {
-                const size_t in = b * (greedy ? 1 : nbest) + k, o = w * nbest + k;
+                const size_t in = greedy ? b : b * KD + (resc ? g->perm[b * KD + k] : k);
+                const size_t o = w * nbest + k;
                 const size_t len = greedy ? g->tlen[b] : g->hyps[in].len;
                 memcpy(res + o * L, g->tok + in * L, len * sizeof *res);
+                if (g->reverse) /* into reading order */
+                    for (size_t i = 0; i < len / 2; i++) {
+                        const int32_t t = res[o * L + i];
+                        res[o * L + i] = res[o * L + len - 1 - i];
+                        res[o * L + len - 1 - i] = t;
+                    }
                 res_len[o] = len;
                 res_lp[o] = greedy ? g->lp[b] : g->hyps[in].logprob;
             }

@@ -383,6 +383,14 @@ int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *pr
             v = mha_st_meta(f, cli_former_name(o->name));
         if (!v && o->ckpt == 3)
             continue; /* older than the option: the default stays */
+        if (!v && o->ckpt == 4 && !explicit_opt[i])
+            continue; /* older than the option: made with its default, which cfg holds */
+        if (!v && o->ckpt == 4) {
+            ckpt__set_err(err, errlen, "checkpoint %s does not fit this run: it was made "
+                          "before --%s existed (without it), this run gives it", path, o->name);
+            st = MHA_ESHAPE;
+            break;
+        }
         if (!v) {
             ckpt__set_err(err, errlen, "%s: its metadata has no \"%s\"", prefix, o->name);
             st = MHA_EFORMAT;
@@ -397,7 +405,7 @@ int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *pr
         char mine[2 * CLI_PATH_CAP], theirs[2 * CLI_PATH_CAP];
         cli_format(o, cfg, mine, sizeof mine);
         cli_format(o, ck, theirs, sizeof theirs);
-        if (o->ckpt == 1 && explicit_opt[i] && strcmp(mine, theirs) != 0) {
+        if ((o->ckpt == 1 || o->ckpt == 4) && explicit_opt[i] && strcmp(mine, theirs) != 0) {
             ckpt__set_err(err, errlen, "checkpoint %s does not fit this run: it was made with --%s "
                     "%.200s, this run asks for --%s %.200s", path, o->name, theirs, o->name,
                     mine);
@@ -406,7 +414,8 @@ int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *pr
     }
     if (st == MHA_OK)
         for (size_t i = 0; i < n; i++)
-            if (opts[i].ckpt == 1 || (opts[i].ckpt >= 2 && !explicit_opt[i]))
+            if (opts[i].ckpt == 1 || opts[i].ckpt == 4 ||
+                (opts[i].ckpt >= 2 && !explicit_opt[i]))
                 cli_copy_field(&opts[i], cfg, ck);
     free(ck);
     return st;

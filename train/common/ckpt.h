@@ -131,11 +131,14 @@ int ckpt_verify(const mha_st_file *f, char *err, size_t errlen);
 /* Read the options of a checkpoint back into cfg (a config of opts' program, cfg_size
  * bytes):
  *   - the metadata "format" must equal `format`;
- *   - every option with ckpt != 0 must be present and parse (cli_parse);
- *   - an option with ckpt == 1 given explicitly (explicit_opt[k]) with another value is
- *     refused (MHA_ESHAPE): "checkpoint <path> does not fit this run: it was made with
+ *   - every option with ckpt != 0 must be present and parse (cli_parse), except that a
+ *     checkpoint without an option of ckpt 3 or 4 (made before it existed) leaves cfg's
+ *     value (the default unless given; for ckpt 4, giving it is refused, MHA_ESHAPE);
+ *   - an option with ckpt == 1 or 4 given explicitly (explicit_opt[k]) with another value
+ *     is refused (MHA_ESHAPE): "checkpoint <path> does not fit this run: it was made with
  *     --X a, this run asks for --X b";
- *   - then cfg takes every ckpt == 1 option, and every ckpt == 2 option not given.
+ *   - then cfg takes every ckpt == 1 or 4 option it holds, and every ckpt == 2 or 3 option
+ *     not given.
  * Other errors (MHA_EFORMAT) read "<prefix>: <what is wrong>". cfg is unchanged on error. */
 int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *prefix,
                           const char *format, const cli_opt *opts, size_t n,

@@ -54,7 +54,9 @@ typedef struct cli_opt {
                              refused (the model or data depends on it);
                           2: stored, taken from the checkpoint unless given again;
                           3: as 2, and a checkpoint made before the option existed
-                             (without it) leaves the default                           */
+                             (without it) leaves the default;
+                          4: as 1, and a checkpoint made before the option existed
+                             (without it) has the default                              */
     const char *arg;   /* placeholder in --help ("N", "FILE")                          */
     const char *help;
     const char *const *choices; /* CLI_CHOICE: names, NULL-terminated; else NULL      */

@@ -47,6 +47,10 @@ const cli_opt G2P_TRAIN_OPTS[] = {
      "dropout on attention weights, residual branches and embeddings (training only)", NULL},
     {"label-smoothing", CLI_DBL, OFF(label_smoothing), 0, 0.99, 1, "E",
      "label smoothing of the training loss", NULL},
+    {"reverse", CLI_FLAG, OFF(reverse), 0, 1, 4, "",
+     "train a right-to-left model: it writes each pronunciation from its last token to its "
+     "first (eval and pronounce turn its output around; eval --rescore uses one to rescore "
+     "another model's n-best list)", NULL},
     {"seed", CLI_U64, OFF(seed), 0, 18446744073709551615.0, 1, "N",
      "seed of the initial weights, dropout and the batch order", NULL},
     {"eval-every", CLI_U64, OFF(eval_every), 1, 1e9, 2, "N",
@@ -83,6 +87,14 @@ const size_t G2P_N_TRAIN_OPTS = sizeof G2P_TRAIN_OPTS / sizeof G2P_TRAIN_OPTS[0]
      "more models decoded with --model as one (an ensemble: their log-probabilities are "   \
      "averaged at each step); trained on the same data (the same symbols and sizes of "     \
      "words), up to 7", NULL}
+#define G2P_OPT_RESCORE                                                                      \
+    {"rescore", CLI_PATH, OFF(rescore), 0, 0, 0, "FILE[:FILE...]",                          \
+     "models of the same data (right-to-left ones: train --reverse) that rescore the beam's " \
+     "list of --beam hypotheses per word, ranked by (logprob + W x their mean logprob) / "   \
+     "(length + 1)^A (W = --rescore-weight); needs --beam 2 or more (eval: its greedy pass " \
+     "is not rescored)", NULL},                                                              \
+    {"rescore-weight", CLI_DBL, OFF(rescore_weight), 0, 100, 0, "W",                        \
+     "weight of the --rescore models' log-probability", NULL}
 #define G2P_OPT_BEAM                                                                         \
     {"beam", CLI_SIZE, OFF(beam), 1, 64, 0, "K", "beam width (1 = greedy)", NULL}
 #define G2P_OPT_ALPHA                                                                        \
@@ -97,7 +109,7 @@ const cli_opt G2P_PRONOUNCE_OPTS[] = {
     {"nbest", CLI_SIZE, OFF(nbest), 1, 64, 0, "N",
      "pronunciations per word (<= --beam), as WORD, WORD(1), ... each with '# logprob' after "
      "it when N > 1", NULL},
-    G2P_OPT_ALPHA, G2P_OPT_THREADS,
+    G2P_OPT_ALPHA, G2P_OPT_RESCORE, G2P_OPT_THREADS,
     {"lexicon", CLI_PATH, OFF(lexicon), 0, 0, 0, "FILE[:FILE...]",
      "dictionaries looked up before the model's own (your overrides first): a word they list "
      "gets their pronunciations, in file order; CMUdict lines or 'word<TAB>PH PH' lines",
@@ -118,6 +130,7 @@ const cli_opt G2P_EVAL_OPTS[] = {
     {"dict", CLI_PATH, OFF(dict), 0, 0, 0, "FILE",
      "dictionary to score: every usable word of it (default: the test words of the "
      "model's own --data)", NULL},
+    G2P_OPT_RESCORE,
     {"words", CLI_CHOICE, OFF(eval_split), 0, 0, 0, "SET",
      "test | validation: which words of the model's own --data are scored (validation: to "
      "choose decoding options without looking at the test words)", WORDS_NAMES},
@@ -169,6 +182,7 @@ void g2p_defaults(g2p_config *c)
     c->beam = 1;
     c->nbest = 1;
     c->alpha = 1.0;
+    c->rescore_weight = 1.0;
     c->run_threads = 2;
 }
 

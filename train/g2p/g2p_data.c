@@ -463,10 +463,13 @@ int g2p_batch(const g2p_set *s, const size_t *prons, size_t B, size_t S, size_t 
         int32_t *xs = src + b * S, *yi = tgt_in + b * T, *yo = tgt_out + b * T;
         for (size_t i = 0; i < S; i++)
             xs[i] = i < m ? x[i] : G2P_PAD;
+        const int r = s->reverse_targets; /* token j of the sequence the model writes */
+#define G2P_Y(j) (r ? y[L - 1 - (j)] : y[j])
         for (size_t t = 0; t < T; t++) {
-            yi[t] = t == 0 ? G2P_BOS : t <= L ? y[t - 1] : G2P_PAD;
-            yo[t] = t < L ? y[t] : t == L ? G2P_EOS : G2P_UNSCORED;
+            yi[t] = t == 0 ? G2P_BOS : t <= L ? G2P_Y(t - 1) : G2P_PAD;
+            yo[t] = t < L ? G2P_Y(t) : t == L ? G2P_EOS : G2P_UNSCORED;
         }
+#undef G2P_Y
     }
     return MHA_OK;
 }

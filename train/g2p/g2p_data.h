@@ -192,6 +192,8 @@ typedef struct g2p_set {
     size_t skipped_words;       /* words not usable (either reason)                    */
     size_t unknown_line_first;  /* first line with an unknown symbol (1-based), 0 if none */
     size_t max_src, max_tgt;    /* longest usable word, pronunciation                  */
+    int reverse_targets;        /* g2p_batch writes each pronunciation last token first
+                                   (a right-to-left model's batches); 0 after encoding  */
 } g2p_set;
 
 /* Encode every word and pronunciation of d with src and tgt (which need not come from d).
@@ -206,6 +208,7 @@ void g2p_set_free(g2p_set *s);
  *   src     [B, S]  x_0 … x_{m−1}, then G2P_PAD                       (encoder input)
  *   tgt_in  [B, T]  <s> y_0 … y_{L−1}, then G2P_PAD                   (decoder input)
  *   tgt_out [B, T]  y_0 … y_{L−1} </s>, then G2P_UNSCORED (−1)        (decoder targets)
+ * where y is the pronunciation, or its tokens in reverse order when s->reverse_targets
  * (the source padding mask is src != G2P_PAD; the target's, tgt_out != G2P_UNSCORED).
  * Needs m <= S and L + 1 <= T for every row (else MHA_EOVERFLOW); MHA_EINVAL for an index
  * out of range or of a word that is not usable. Nothing is written on error. */

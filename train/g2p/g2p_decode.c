@@ -37,14 +37,26 @@ void g2p_decoder_init(g2p_decoder *d, size_t n_models, mha_s2s *const *models, s
     }
     d->src = xcalloc(B * d->max_src, sizeof *d->src);
     d->len = xcalloc(B, sizeof *d->len);
-    d->out = xcalloc(B * nbest * d->max_tgt, sizeof *d->out);
-    d->out_len = xcalloc(B * nbest, sizeof *d->out_len);
-    d->logprob = xcalloc(B * nbest, sizeof *d->logprob);
-    d->hyps = xcalloc(B * nbest, sizeof *d->hyps);
+    d->kdec = nbest;
+    d->out = xcalloc(B * beam * d->max_tgt, sizeof *d->out); /* room for rescoring's list */
+    d->out_len = xcalloc(B * beam, sizeof *d->out_len);
+    d->logprob = xcalloc(B * beam, sizeof *d->logprob);
+    d->hyps = xcalloc(B * beam, sizeof *d->hyps);
+}
+
+void g2p_decoder_rescore(g2p_decoder *d, size_t n, mha_s2s *const *models, int reverse,
+                         double weight)
+{
+    if (d->beam < 2 || d->resc.n)
+        cli_die(CLI_EXIT_RUNTIME, "rescoring needs a beam (width %zu)", d->beam);
+    cli_check(g2p_rescorer_init(&d->resc, n, models, reverse, weight, d->batch * d->beam,
+                                d->max_src, d->max_tgt), "rescoring");
+    d->kdec = d->beam;
 }
 
 void g2p_decoder_free(g2p_decoder *d)
 {
+    g2p_rescorer_free(&d->resc);
     for (size_t i = 0; i < d->n_models; i++)
         mha_s2s_infer_destroy(d->inf[i]);
     free(d->src);
@@ -54,6 +66,16 @@ void g2p_decoder_free(g2p_decoder *d)
     free(d->logprob);
     free(d->hyps);
     memset(d, 0, sizeof *d);
+}
+
+/* Turn the n tokens of t around (a right-to-left model's hypothesis into reading order). */
+static void turn_around(int32_t *t, size_t n)
+{
+    for (size_t i = 0; i < n / 2; i++) {
+        const int32_t x = t[i];
+        t[i] = t[n - 1 - i];
+        t[n - 1 - i] = x;
+    }
 }
 
 /* Order of words by source length (then index: stable), for batches with little padding. */
@@ -75,6 +97,7 @@ void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, cons
     g_lens = lens;
     qsort(order, n, sizeof *order, by_len);
     const size_t K = d->nbest, L = d->max_tgt, maxlen = L; /* tokens before </s> */
+    size_t *perm = xcalloc(d->batch * d->kdec, sizeof *perm);
     /* greedy and beam may emit up to max_tgt tokens; the model saw at most max_tgt − 1 */
     for (size_t b0 = 0; b0 < n; b0 += d->batch) {
         const size_t B = n - b0 < d->batch ? n - b0 : d->batch;
@@ -96,6 +119,8 @@ void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, cons
                 const size_t w = order[b0 + b];
                 memcpy(out_tok + w * L, d->out + b * maxlen, d->out_len[b] * sizeof *out_tok);
                 out_len[w] = d->out_len[b];
+                if (d->reverse)
+                    turn_around(out_tok + w * L, out_len[w]);
                 if (logprob)
                     logprob[w] = d->logprob[b];
                 if (score)
@@ -103,21 +128,29 @@ void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, cons
             }
             continue;
         }
+        const size_t KD = d->kdec; /* the beam's list per word; its best K are returned */
         cli_check(mha_s2s_ensemble_beam(d->n_models, d->m, d->inf, B, S, d->src, d->len, G2P_BOS,
-                                        G2P_EOS, maxlen, d->beam, K, d->alpha, d->hyps, d->out),
+                                        G2P_EOS, maxlen, d->beam, KD, d->alpha, d->hyps, d->out),
                   "beam search");
+        if (d->resc.n)
+            cli_check(g2p_rescore(&d->resc, B, KD, S, d->src, d->len, d->out, d->reverse,
+                                  d->alpha, d->hyps, perm), "rescoring");
         for (size_t b = 0; b < B; b++)
             for (size_t k = 0; k < K; k++) {
-                const size_t w = order[b0 + b], o = w * K + k, in = b * K + k;
+                const size_t w = order[b0 + b], o = w * K + k;
+                const size_t in = b * KD + (d->resc.n ? perm[b * KD + k] : k);
                 memcpy(out_tok + o * L, d->out + in * maxlen,
                        d->hyps[in].len * sizeof *out_tok);
                 out_len[o] = d->hyps[in].len;
+                if (d->reverse)
+                    turn_around(out_tok + o * L, out_len[o]);
                 if (logprob)
                     logprob[o] = d->hyps[in].logprob;
                 if (score)
                     score[o] = d->hyps[in].score;
             }
     }
+    free(perm);
     free(order);
 }
 

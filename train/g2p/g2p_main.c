@@ -131,6 +131,7 @@ typedef struct g2p_models {
     g2p_run run[G2P_MAX_MODELS];
     mha_s2s *m[G2P_MAX_MODELS];
     char path[G2P_MAX_MODELS][CLI_PATH_CAP];
+    int reverse;                /* they write right to left                             */
 } g2p_models;
 
 /* The paths of a ':'-separated list (an option's value) into paths[max]; exit 2 for an
@@ -156,10 +157,42 @@ static size_t split_list(const char *value, const char *opt, char (*paths)[CLI_P
     return n;
 }
 
-/* Open --model (into cfg, as open_model) and every model of --ensemble (FILE[:FILE...]);
- * exit 2 for a model that is not one of the same data as --model's: other symbols, or
- * other longest word or pronunciation (the sizes of the decoder's caches). */
-static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam)
+/* Open model p into ms (after --model's, whose configuration is cfg) for `role` ("in an
+ * ensemble", "for rescoring"); exit 2 for a model that is not one of the same data as
+ * --model's: other symbols, or other longest word or pronunciation (the sizes of the
+ * decoder's caches), or, when direction >= 0, that does not write in that direction
+ * (1: right to left). Returns its configuration's direction. */
+static int add_model(const g2p_config *cfg, g2p_models *ms, const char *p, const char *role,
+                     int direction, const g2p_run *first)
+{
+    g2p_config c;
+    g2p_defaults(&c);
+    snprintf(c.model, sizeof c.model, "%s", p);
+    c.run_threads = cfg->run_threads;
+    g2p_run *r = &ms->run[ms->n];
+    open_model(&c, r, 1);
+    char what[2 * CLI_PATH_CAP + 64];
+    snprintf(what, sizeof what, "cannot use model %s %s with %s", p, role, cfg->model);
+    if (!g2p_vocab_equal(&r->src, &first->src) || !g2p_vocab_equal(&r->tgt, &first->tgt))
+        cli_die(CLI_EXIT_USAGE, "%s: other symbols (a model of other data)", what);
+    if (c.src_context != cfg->src_context || c.tgt_context != cfg->tgt_context)
+        cli_die(CLI_EXIT_USAGE, "%s: it reads words of up to %zu symbols and writes up to "
+                "%zu, --model %zu and %zu (a model of other data)", what, c.src_context,
+                c.tgt_context, cfg->src_context, cfg->tgt_context);
+    if (direction >= 0 && c.reverse != direction)
+        cli_die(CLI_EXIT_USAGE, "%s: it writes pronunciations %s, the others %s", what,
+                c.reverse ? "right to left" : "left to right",
+                direction ? "right to left" : "left to right");
+    snprintf(ms->path[ms->n], sizeof ms->path[0], "%s", p);
+    ms->m[ms->n] = r->m;
+    ms->n++;
+    return c.reverse;
+}
+
+/* Open --model (into cfg, as open_model) and every model of --ensemble (FILE[:FILE...]),
+ * of one direction; and, when rs is not NULL, the models of --rescore into rs (a
+ * direction of their own). Exit 2 as add_model. */
+static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam, g2p_models *rs)
 {
     memset(ms, 0, sizeof *ms);
     char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
@@ -168,27 +201,17 @@ static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam)
     open_model(cfg, &ms->run[0], beam);
     ms->m[0] = ms->run[0].m;
     ms->n = 1;
-    for (size_t i = 0; i < n_ens; i++) {
-        const char *p = paths[i];
-        g2p_config c;
-        g2p_defaults(&c);
-        snprintf(c.model, sizeof c.model, "%s", p);
-        c.run_threads = cfg->run_threads;
-        g2p_run *r = &ms->run[ms->n];
-        open_model(&c, r, beam);
-        char what[2 * CLI_PATH_CAP + 64];
-        snprintf(what, sizeof what, "cannot use model %s in an ensemble with %s", p, cfg->model);
-        if (!g2p_vocab_equal(&r->src, &ms->run[0].src) ||
-            !g2p_vocab_equal(&r->tgt, &ms->run[0].tgt))
-            cli_die(CLI_EXIT_USAGE, "%s: other symbols (a model of other data)", what);
-        if (c.src_context != cfg->src_context || c.tgt_context != cfg->tgt_context)
-            cli_die(CLI_EXIT_USAGE, "%s: it reads words of up to %zu symbols and writes up to "
-                    "%zu, --model %zu and %zu (a model of other data)", what, c.src_context,
-                    c.tgt_context, cfg->src_context, cfg->tgt_context);
-        snprintf(ms->path[ms->n], sizeof ms->path[0], "%s", p);
-        ms->m[ms->n] = r->m;
-        ms->n++;
-    }
+    for (size_t i = 0; i < n_ens; i++)
+        add_model(cfg, ms, paths[i], "in an ensemble", cfg->reverse, &ms->run[0]);
+    ms->reverse = cfg->reverse;
+    if (!rs)
+        return;
+    memset(rs, 0, sizeof *rs);
+    const size_t n_resc = split_list(cfg->rescore, "--rescore", paths, G2P_MAX_MODELS);
+    int dir = -1;
+    for (size_t i = 0; i < n_resc; i++)
+        dir = add_model(cfg, rs, paths[i], "for rescoring", dir, &ms->run[0]);
+    rs->reverse = dir == 1;
 }
 
 static void close_models(g2p_models *ms)
@@ -268,6 +291,8 @@ static int cmd_pronounce(int argc, char **argv)
     parse(G2P_PRONOUNCE_OPTS, G2P_N_PRONOUNCE_OPTS, argc, argv, &cfg, &words, &n);
     if (cfg.nbest > cfg.beam)
         cli_die_usage("--nbest %zu is above --beam %zu", cfg.nbest, cfg.beam);
+    if (cfg.rescore[0] && cfg.beam < 2)
+        cli_die_usage("--rescore rescores the beam's list: it needs --beam 2 or more");
     int bad_any = 0;
     char **list = n > 0 ? words : read_words(&n, &bad_any);
     char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
@@ -282,10 +307,18 @@ static int cmd_pronounce(int argc, char **argv)
         if ((st = mha_g2p_add_model(g, paths[i], err, sizeof err)) != MHA_OK)
             cli_die(exit_of(st), "cannot use model %s in an ensemble with %s: %s", paths[i],
                     cfg.model, err);
+    char rpaths[G2P_MAX_MODELS][CLI_PATH_CAP];
+    const size_t n_resc = split_list(cfg.rescore, "--rescore", rpaths, G2P_MAX_MODELS);
+    for (size_t i = 0; i < n_resc; i++)
+        if ((st = mha_g2p_add_rescorer(g, rpaths[i], err, sizeof err)) != MHA_OK)
+            cli_die(exit_of(st), "cannot use model %s for rescoring with %s: %s", rpaths[i],
+                    cfg.model, err);
+    cli_check(mha_g2p_set_rescore_weight(g, cfg.rescore_weight), "--rescore-weight");
     if (!mha_g2p_checksummed(g))
         fprintf(stderr, "%s: note: the model (%s%s%s) has no checksums (written before they "
                 "existed): a damaged byte in it cannot be caught\n", cli_program(), cfg.model,
-                n_ens ? " or a model of " : "", n_ens ? "--ensemble" : "");
+                n_ens || n_resc ? " or a model of " : "",
+                n_ens ? "--ensemble" : n_resc ? "--rescore" : "");
     cli_check(mha_g2p_set_beam(g, cfg.beam, cfg.alpha), "decoding options");
     /* lexicons: --lexicon's in order, then the dictionary the model was trained on */
     char lex[G2P_MAX_LEXICONS + 1][CLI_PATH_CAP];
@@ -367,13 +400,16 @@ static int cmd_pronounce(int argc, char **argv)
 }
 
 /* One scoring pass (a beam width) of eval: the numbers into obj, the wrong words to f. */
-static void eval_pass(g2p_models *ms, const g2p_config *cfg, const g2p_dict *dict,
-                      const g2p_set *s, int split, const int32_t *map, size_t beam, cJSON *obj,
-                      FILE *f)
+static void eval_pass(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
+                      const g2p_dict *dict, const g2p_set *s, int split, const int32_t *map,
+                      size_t beam, cJSON *obj, FILE *f)
 {
     const g2p_run *r = &ms->run[0];
     g2p_decoder d;
     g2p_decoder_init(&d, ms->n, ms->m, beam, 1, cfg->alpha);
+    d.reverse = cfg->reverse;
+    if (rs && rs->n)
+        g2p_decoder_rescore(&d, rs->n, rs->m, rs->reverse, cfg->rescore_weight);
     const size_t count = split >= 0 ? s->words_off[split + 1] - s->words_off[split]
                                     : s->words_off[G2P_NSPLIT] - s->words_off[0];
     const size_t L = cfg->tgt_context;
@@ -395,7 +431,7 @@ static void eval_pass(g2p_models *ms, const g2p_config *cfg, const g2p_dict *dic
     cJSON_AddNumberToObject(obj, "seconds", secs);
     cJSON_AddNumberToObject(obj, "words_per_second", secs > 0 ? (double)n / secs : 0);
     printf("  %s: %zu words, WER %.2f%%  PER %.2f%%  (with stress: WER %.2f%%  PER %.2f%%), "
-           "%.0f words/s\n", beam == 1 ? "greedy" : "beam", n, 100 * g2p_wer(&ns),
+           "%.0f words/s\n", beam == 1 ? "greedy" : rs && rs->n ? "beam, rescored" : "beam", n, 100 * g2p_wer(&ns),
            100 * g2p_per(&ns), 100 * g2p_wer(&st), 100 * g2p_per(&st),
            secs > 0 ? (double)n / secs : 0);
     if (f) { /* the wrong words: WORD  hypothesis  # reference(s) */
@@ -441,8 +477,10 @@ static int cmd_eval(int argc, char **argv)
     if (dict_path[0] && eval_split != 0)
         cli_die_usage("--words validation scores the model's own data; it does not go with "
                       "--dict");
-    g2p_models ms;
-    open_models(&cfg, &ms, beam);
+    if (cfg.rescore[0] && beam < 2)
+        cli_die_usage("--rescore rescores the beam's list: it needs --beam 2 or more");
+    g2p_models ms, rs;
+    open_models(&cfg, &ms, beam, &rs);
     const g2p_run *r = &ms.run[0];
     cfg.beam = beam;
     cfg.alpha = alpha;
@@ -488,13 +526,19 @@ static int cmd_eval(int argc, char **argv)
     cJSON_AddStringToObject(root, "words", split < 0               ? "all"
                                            : split == G2P_VALID ? "validation"
                                                                 : "test");
-    eval_pass(&ms, &cfg, &dict, &s, split, map, 1, cJSON_AddObjectToObject(root, "greedy"),
-              beam == 1 ? f : NULL);
+    eval_pass(&ms, NULL, &cfg, &dict, &s, split, map, 1,
+              cJSON_AddObjectToObject(root, "greedy"), beam == 1 ? f : NULL);
     if (beam > 1) {
         cJSON *b = cJSON_AddObjectToObject(root, "beam");
         cJSON_AddNumberToObject(b, "width", (double)beam);
         cJSON_AddNumberToObject(b, "alpha", alpha);
-        eval_pass(&ms, &cfg, &dict, &s, split, map, beam, b, f);
+        if (rs.n) {
+            cJSON *e = cJSON_AddArrayToObject(b, "rescore");
+            for (size_t i = 0; i < rs.n; i++)
+                cJSON_AddItemToArray(e, cJSON_CreateString(rs.path[i]));
+            cJSON_AddNumberToObject(b, "rescore_weight", cfg.rescore_weight);
+        }
+        eval_pass(&ms, &rs, &cfg, &dict, &s, split, map, beam, b, f);
     }
     if (fclose(f) != 0 || rename(tmp, epath) != 0)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s", epath);
@@ -505,6 +549,7 @@ static int cmd_eval(int argc, char **argv)
     g2p_set_free(&s);
     g2p_dict_free(&dict);
     close_models(&ms);
+    close_models(&rs);
     return 0;
 }
 

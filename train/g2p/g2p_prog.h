@@ -14,6 +14,7 @@
 #include "ckpt.h"
 #include "cli.h"
 #include "g2p_data.h"
+#include "g2p_rescore.h"
 #include "g2p_score.h"
 #include "mha.h"
 #include "mha_optim.h"
@@ -39,6 +40,8 @@ typedef struct g2p_config {
     double lr, min_lr;
     uint64_t warmup;
     double beta2, weight_decay, clip, dropout, label_smoothing;
+    int reverse;                 /* --reverse: a right-to-left model (it writes each
+                                    pronunciation last token first)                     */
     uint64_t seed, eval_every, ckpt_every, stop_after;
     size_t keep_checkpoints;     /* --keep-checkpoints: numbered copies kept              */
     size_t eval_words;
@@ -54,6 +57,8 @@ typedef struct g2p_config {
     /* pronounce / eval */
     char model[CLI_PATH_CAP];
     char ensemble[CLI_PATH_CAP]; /* --ensemble: more models, ':'-separated                */
+    char rescore[CLI_PATH_CAP];  /* eval --rescore: models that rescore the beam's list     */
+    double rescore_weight;       /* eval --rescore-weight                                 */
     char lexicon[CLI_PATH_CAP];  /* pronounce --lexicon: dictionaries, ':'-separated       */
     int no_lexicon, no_stress, show_source; /* pronounce's flags                        */
     size_t beam, nbest;
@@ -138,20 +143,32 @@ typedef struct g2p_decoder {
     mha_s2s *m[G2P_MAX_MODELS];
     mha_s2s_infer *inf[G2P_MAX_MODELS];
     size_t beam, nbest, max_src, max_tgt;
+    int reverse;            /* right-to-left models: hypotheses are turned around (set
+                               after g2p_decoder_init; every model must be one)        */
     size_t batch;           /* words decoded at once: max(1, G2P_DECODE_ROWS / beam)   */
     double alpha;
     int32_t *src;           /* [batch, max_src] */
     size_t *len;            /* [batch]          */
-    int32_t *out;           /* [batch, nbest, max_tgt] */
-    size_t *out_len;        /* [batch, nbest]   */
-    double *logprob, *score;/* [batch, nbest]   */
+    int32_t *out;           /* [batch, kdec, max_tgt] */
+    size_t *out_len;        /* [batch, kdec]    */
+    double *logprob, *score;/* [batch, kdec]    */
     mha_s2s_hyp *hyps;
+    size_t kdec;            /* hypotheses the beam returns per word: nbest, or beam when
+                               rescoring                                               */
+    g2p_rescorer resc;      /* n-best rescoring (g2p_decoder_rescore), when resc.n > 0  */
 } g2p_decoder;
 
-/* n_models (1 .. G2P_MAX_MODELS) models of the same vocabularies and contexts. */
+/* n_models (1 .. G2P_MAX_MODELS) models of the same vocabularies and contexts (and of one
+ * direction: d->reverse says which). */
 void g2p_decoder_init(g2p_decoder *d, size_t n_models, mha_s2s *const *models, size_t beam,
                       size_t nbest, double alpha);
 void g2p_decoder_free(g2p_decoder *d);
+/* Rescore the beam's list (beam > 1; greedy is not rescored): each word's `beam` best
+ * hypotheses are ranked again as g2p_rescore.h says, by the n models (of the decoder's
+ * vocabularies and contexts, writing right to left when reverse); a hypothesis' score
+ * becomes the combined one, its logprob stays the decoder's. Exit 1 on failure. */
+void g2p_decoder_rescore(g2p_decoder *d, size_t n, mha_s2s *const *models, int reverse,
+                         double weight);
 /* Decode words ids[i] (srcs[i][0 .. lens[i])) for i < n, in batches of words of similar
  * length; results for word i: hypothesis k (< nbest) has tokens out_tok[(i·nbest + k) ·
  * max_tgt ..] of length out_len[i·nbest + k], and logprob/score. Output arrays are the

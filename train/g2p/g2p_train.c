@@ -209,6 +209,7 @@ static void read_data(trainer *t, int resumed, g2p_vocab *src, g2p_vocab *tgt)
         cli_die(CLI_EXIT_USAGE, "%s: %s", c->data, err); /* its messages name only a line */
     if (g2p_set_encode(&t->dict, src, tgt, &t->set, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
+    t->set.reverse_targets = c->reverse;
     t->n_train = t->set.prons_off[G2P_TRAIN + 1] - t->set.prons_off[G2P_TRAIN];
     if (t->n_train < c->batch)
         cli_die(CLI_EXIT_USAGE, "%s: %zu training pronunciations, fewer than --batch %zu",
@@ -298,6 +299,7 @@ static void build_model(trainer *t, mha_st_file *ck, const char *what, g2p_vocab
     if (g2p_stress_map(&t->r.tgt, &t->reduced, t->map, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_RUNTIME, "%s", err);
     g2p_decoder_init(&t->dec, 1, &t->r.m, 1, 1, 1.0);
+    t->dec.reverse = t->cfg.reverse;
 }
 
 static void print_header(const trainer *t)
@@ -308,8 +310,9 @@ static void print_header(const trainer *t)
            t->set.words_off[1] - t->set.words_off[0], t->set.words_off[2] - t->set.words_off[1],
            t->set.words_off[3] - t->set.words_off[2], t->dict.n_prons, t->dict.skipped);
     printf("  model: %zu + %zu layers, dim %zu, %zu heads, MLP %zu, %zu parameters; %zu "
-           "source and %zu target symbols\n", c->enc_layers, c->dec_layers, c->dim, c->heads,
-           c->mlp_dim ? c->mlp_dim : 4 * c->dim, t->n_params, t->r.src.n, t->r.tgt.n);
+           "source and %zu target symbols%s\n", c->enc_layers, c->dec_layers, c->dim, c->heads,
+           c->mlp_dim ? c->mlp_dim : 4 * c->dim, t->n_params, t->r.src.n, t->r.tgt.n,
+           c->reverse ? "; right-to-left" : "");
     printf("  %llu steps of %zu pronunciations, AdamW lr %g (warm-up %llu, cosine to %g), "
            "dropout %g, label smoothing %g, %d threads, %s\n", (unsigned long long)c->steps,
            c->batch, c->lr, (unsigned long long)c->warmup, c->min_lr, c->dropout,
