@@ -8,6 +8,7 @@ no build step, nothing to install from PyPI).
     g2p.nbest("zzyzxq", 3)               # [Pronunciation(word='ZZYZXQ', phones=[...],
                                          #   logprob=-1.46, source='model'), ...]
     g2p.pronounce_batch(["cat", "dog"])  # one call, the model's words decoded in batches
+    G2P(ensemble=[...], rescore=[...], beam=4)   # more models: averaged, or rescoring
 
 Where things are found (each can be given instead):
   the library  $MHA_G2P_LIB, else the build tree or install prefix beside this file, else
@@ -67,6 +68,8 @@ def _load_library(path=None):
     lib.mha_g2p_close.argtypes = [vp]
     lib.mha_g2p_close.restype = None
     lib.mha_g2p_add_model.argtypes = [vp, cp, cp, sz]
+    lib.mha_g2p_add_rescorer.argtypes = [vp, cp, cp, sz]
+    lib.mha_g2p_set_rescore_weight.argtypes = [vp, ctypes.c_double]
     lib.mha_g2p_add_lexicon.argtypes = [vp, cp, ctypes.POINTER(sz), cp, sz]
     lib.mha_g2p_set_beam.argtypes = [vp, sz, ctypes.c_double]
     lib.mha_g2p_pronounce_batch.argtypes = [vp, sz, ctypes.POINTER(cp), ctypes.c_uint, sz,
@@ -88,7 +91,7 @@ class G2P:
     """A model of mha-g2p train with lexicons looked up first (see the module's text)."""
 
     def __init__(self, model=None, lexicons=(), model_lexicon=True, ensemble=(),
-                 beam=1, alpha=1.0, threads=1, library=None):
+                 beam=1, alpha=1.0, threads=1, library=None, rescore=(), rescore_weight=1.0):
         self._lib = _load_library(library)
         self._g = ctypes.c_void_p()
         model = model or os.environ.get("MHA_G2P_MODEL") or \
@@ -96,6 +99,10 @@ class G2P:
         self._call(self._lib.mha_g2p_open, ctypes.byref(self._g), model.encode(), threads)
         for m in ensemble:
             self._call(self._lib.mha_g2p_add_model, self._g, os.fsencode(m))
+        for m in rescore:  # models that rescore the beam's list (beam >= 2)
+            self._call(self._lib.mha_g2p_add_rescorer, self._g, os.fsencode(m))
+        if self._lib.mha_g2p_set_rescore_weight(self._g, rescore_weight) != 0:
+            raise G2PError(-1, "rescore_weight %r is not in [0, 100]" % (rescore_weight,))
         self.lexicons = [os.fspath(p) for p in lexicons]
         if model_lexicon:
             data = self._lib.mha_g2p_model_data(self._g).decode()

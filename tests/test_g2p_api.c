@@ -13,6 +13,8 @@
 
 #include "mha.h"
 #include "mha_g2p.h"
+#include "mha_s2s.h"
+#include "mha_safetensors.h"
 #include "test_util.h"
 
 #define MODEL MHA_SOURCE_DIR "/models/g2p-cmudict.safetensors"
@@ -302,6 +304,164 @@ static void g2p_api_ensemble(void **state)
     mha_g2p_close(two);
 }
 
+/* Save a tiny random encoder-decoder as a model of mha-g2p at path: of letters A..D and
+ * phones X Y Z, or (like != NULL) of the symbols and sizes of the model file `like`;
+ * reverse: the value of its metadata "reverse" (NULL: none). */
+static void tiny_model(const char *path, uint64_t seed, const char *reverse, const char *like)
+{
+    char err[512];
+    static const char *const keys[] = {"format", "enc-layers", "dec-layers", "heads", "dim",
+                                       "mlp-dim", "src-context", "tgt-context", "src_vocab",
+                                       "tgt_vocab", "reverse"};
+    const char *vals[] = {"mha-g2p/1", "1", "1", "2", "8", "16", "34", "33",
+                          "[\"<pad>\",\"A\",\"B\",\"C\",\"D\"]",
+                          "[\"<pad>\",\"<s>\",\"</s>\",\"X\",\"Y\",\"Z\"]", reverse};
+    size_t nv[2] = {5, 6};
+    mha_st_file *f = NULL;
+    if (like) { /* its sizes and vocabularies (JSON arrays of strings: count the commas) */
+        if (mha_st_load(like, &f, err, sizeof err) != MHA_OK)
+            fail_msg("%s", err);
+        for (int k = 6; k < 10; k++)
+            assert_non_null(vals[k] = mha_st_meta(f, keys[k]));
+        for (int v = 0; v < 2; v++) {
+            nv[v] = 1;
+            for (const char *c = vals[8 + v]; *c; c++)
+                nv[v] += *c == ',';
+        }
+    }
+    mha_s2s_config c = {.src_vocab = nv[0], .tgt_vocab = nv[1],
+                        .src_context = strtoul(vals[6], NULL, 10),
+                        .tgt_context = strtoul(vals[7], NULL, 10), .enc_layers = 1,
+                        .dec_layers = 1, .heads = 2, .dim = 8, .mlp_dim = 16, .seed = seed,
+                        .threads = 1};
+    mha_s2s *m;
+    assert_int_equal(mha_s2s_create(&m, &c, 1), MHA_OK);
+    assert_int_equal(mha_s2s_save(m, path, MHA_ST_F32, keys, vals, reverse ? 11 : 10, err,
+                                  sizeof err), MHA_OK);
+    mha_s2s_destroy(m);
+    mha_st_free(f);
+}
+
+/* Right-to-left models and rescoring. A right-to-left model's answer is the answer of
+ * the same weights saved as a left-to-right model, turned around; it does not join a
+ * left-to-right ensemble, but rescores one. Rescoring the committed model's beam by itself
+ * (weights 1 and 3) or by anything with weight 0 keeps the beam's order and logprobs (its
+ * words all finish); by a right-to-left model with weight 100 it gives the same
+ * hypotheses in another order. A model of other data, mixed directions among the rescorers, a "reverse"
+ * that is not 0 or 1 and bad weights are refused, and a refusal leaves the handle as it
+ * was. */
+static void g2p_api_reverse_and_rescore(void **state)
+{
+    (void)state;
+    char err[512], fwd[600], rev[600], same[600], bad[600], rcmu[600], other[600];
+    tiny_model(path_in("fwd.safetensors", fwd, sizeof fwd), 3, NULL, NULL);
+    tiny_model(path_in("rev.safetensors", rev, sizeof rev), 4, "1", NULL);
+    tiny_model(path_in("same.safetensors", same, sizeof same), 4, NULL, NULL);
+    tiny_model(path_in("bad.safetensors", bad, sizeof bad), 4, "2", NULL);
+    tiny_model(path_in("rcmu.safetensors", rcmu, sizeof rcmu), 5, "1", MODEL);
+    mha_g2p *r, *s;
+    assert_int_equal(mha_g2p_open(&r, rev, 1, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_open(&s, same, 1, err, sizeof err), MHA_OK);
+    static const char *const tiny[] = {"abca", "dcb", "a", "bbbbbbbbbbbbbbbbbbbb"};
+    for (size_t i = 0; i < 4; i++) { /* r's answer = the same weights' turned around */
+        mha_g2p_pron p[1], q[1];
+        size_t n;
+        assert_int_equal(mha_g2p_pronounce(r, tiny[i], 0, 1, p, &n, err, sizeof err), MHA_OK);
+        assert_int_equal(mha_g2p_pronounce(s, tiny[i], 0, 1, q, &n, err, sizeof err), MHA_OK);
+        char turned[512] = "", copy[512];
+        snprintf(copy, sizeof copy, "%s", q[0].phones);
+        for (char *sp; (sp = strrchr(copy, ' ')) != NULL; *sp = '\0') { /* last symbol first */
+            strcat(turned, sp + 1);
+            strcat(turned, " ");
+        }
+        strcat(turned, copy);
+        assert_string_equal(p[0].phones, turned);
+        assert_true(strchr(p[0].phones, ' ') && strcmp(p[0].phones, q[0].phones) != 0);
+        assert_true(p[0].logprob == q[0].logprob);
+    }
+    mha_g2p_close(s);
+    mha_g2p *f = open_model();
+    assert_int_equal(mha_g2p_add_model(f, rcmu, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "right to left"));
+    assert_int_equal(mha_g2p_add_model(r, fwd, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "left to right"));
+    mha_g2p *none = NULL;
+    assert_int_equal(mha_g2p_open(&none, bad, 1, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "\"reverse\""));
+    assert_null(none);
+
+    /* the beam alone; rescored by itself (weights 1, 3) and by rcmu with weight 0 */
+    static const char *const words[] = {"blockchain", "tokenizer", "kubernetes", "zzyzxq"};
+    assert_int_equal(mha_g2p_set_beam(f, 4, 1.0), MHA_OK);
+    mha_g2p_pron base[4 * 4], got[4 * 4];
+    size_t nb[4], ng[4];
+    int sb[4], sg[4];
+    const unsigned fl = MHA_G2P_NO_LEXICON;
+    assert_int_equal(mha_g2p_pronounce_batch(f, 4, words, fl, 4, base, nb, sb, err, sizeof err),
+                     MHA_OK);
+    char *keep[16] = {NULL};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(nb[i], 4);
+        for (size_t k = 0; k < 4; k++)
+            keep[i * 4 + k] = strdup(base[i * 4 + k].phones);
+    }
+    for (int pass = 0; pass < 3; pass++) {
+        mha_g2p *g = open_model();
+        assert_int_equal(mha_g2p_set_beam(g, 4, 1.0), MHA_OK);
+        assert_int_equal(mha_g2p_add_rescorer(g, pass < 2 ? MODEL : rcmu, err, sizeof err),
+                         MHA_OK);
+        assert_int_equal(mha_g2p_set_rescore_weight(g, pass == 0 ? 1.0 : pass == 1 ? 3.0 : 0.0),
+                         MHA_OK);
+        assert_int_equal(mha_g2p_pronounce_batch(g, 4, words, fl, 4, got, ng, sg, err,
+                                                 sizeof err), MHA_OK);
+        for (size_t i = 0; i < 4; i++) {
+            assert_int_equal(ng[i], nb[i]);
+            for (size_t k = 0; k < ng[i]; k++) {
+                assert_string_equal(got[i * 4 + k].phones, keep[i * 4 + k]);
+                assert_true(got[i * 4 + k].logprob == base[i * 4 + k].logprob);
+            }
+        }
+        mha_g2p_close(g);
+    }
+    /* weight 100 by the right-to-left model: the same hypotheses, ranked otherwise */
+    assert_int_equal(mha_g2p_add_rescorer(f, rcmu, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_set_rescore_weight(f, 100.0), MHA_OK);
+    assert_int_equal(mha_g2p_pronounce_batch(f, 4, words, fl, 4, got, ng, sg, err, sizeof err),
+                     MHA_OK);
+    int moved = 0;
+    for (size_t i = 0; i < 4; i++)
+        for (size_t k = 0; k < ng[i]; k++) {
+            int found = 0;
+            for (size_t j = 0; j < nb[i]; j++)
+                found |= strcmp(got[i * 4 + k].phones, keep[i * 4 + j]) == 0 &&
+                         got[i * 4 + k].logprob == base[i * 4 + j].logprob;
+            assert_true(found);
+            moved |= strcmp(got[i * 4 + k].phones, keep[i * 4 + k]) != 0;
+        }
+    assert_true(moved); /* a random model, weighted so, reorders some list */
+    for (size_t i = 0; i < 16; i++)
+        free(keep[i]);
+    /* refusals */
+    assert_int_equal(mha_g2p_add_rescorer(f, MODEL, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "other rescoring models"));
+    assert_int_equal(mha_g2p_add_rescorer(f, rev, err, sizeof err), MHA_EFORMAT);
+    assert_non_null(strstr(err, "other symbols"));
+    assert_int_equal(mha_g2p_add_rescorer(NULL, rcmu, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_add_rescorer(f, NULL, err, sizeof err), MHA_EINVAL);
+    assert_int_equal(mha_g2p_add_rescorer(f, path_in("missing", other, sizeof other), err,
+                                          sizeof err), MHA_EIO);
+    assert_int_equal(mha_g2p_set_rescore_weight(f, -1.0), MHA_EINVAL);
+    assert_int_equal(mha_g2p_set_rescore_weight(f, 101.0), MHA_EINVAL);
+    assert_int_equal(mha_g2p_set_rescore_weight(NULL, 1.0), MHA_EINVAL);
+    mha_g2p_pron again[4 * 4];
+    assert_int_equal(mha_g2p_pronounce_batch(f, 4, words, fl, 4, again, ng, sg, err,
+                                             sizeof err), MHA_OK); /* nothing changed */
+    for (size_t i = 0; i < 4; i++)
+        assert_true(again[i * 4].logprob == got[i * 4].logprob);
+    mha_g2p_close(f);
+    mha_g2p_close(r);
+}
+
 /* What is refused, with the status and a message naming the file or the word. */
 static void g2p_api_refusals(void **state)
 {
@@ -445,6 +605,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_api_batch_is_one_by_one, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_hyphenated, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_ensemble, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_reverse_and_rescore, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_two_threads, setup, teardown),
     };

@@ -38,6 +38,18 @@ class TestG2P(unittest.TestCase):
         self.assertEqual(nostress, [p.rstrip("0123456789") for p in
                                     self.g2p.pronounce("blockchain")])
 
+    def test_rescore(self):
+        model = os.path.join(ROOT, "models", "g2p-cmudict.safetensors")
+        words = ["zzyzxq", "tokenizer"]
+        with G2P(beam=4) as a, G2P(beam=4, rescore=[model], rescore_weight=2.0) as b:
+            for w in words:  # rescored by itself: the beam's own order
+                self.assertEqual(a.nbest(w, 4, lexicon=False), b.nbest(w, 4, lexicon=False))
+        with self.assertRaises(G2PError):
+            G2P(rescore=[model], rescore_weight=-1)
+        with self.assertRaises(G2PError) as cm:
+            G2P(rescore=[os.path.join(ROOT, "data", "cmudict.dict")])
+        self.assertIn("cmudict.dict", str(cm.exception))
+
     def test_errors(self):
         with self.assertRaises(G2PError) as cm:
             self.g2p.pronounce("x1y")
