@@ -236,17 +236,19 @@ static void open_model(g2p_config *cfg, g2p_run *r, size_t beam)
     g2p_vocab_free(&tgt);
 }
 
-/* The words of standard input, one a line (blank lines skipped, spaces around a word
- * removed); a line holding a NUL byte is refused with a message naming it (*bad_any = 1). */
-static char **read_words(size_t *n, int *bad_any)
+/* Up to max words of standard input, one a line (blank lines skipped, spaces around a word
+ * removed), into list[0 .. *n) (strdup'ed; list has room for max); *lineno counts the lines
+ * read so far. A line holding a NUL byte is refused with a message naming it
+ * (*bad_any = 1). Returns 0 at the end of the input. */
+static int read_words(char **list, size_t max, size_t *n, size_t *lineno, int *bad_any)
 {
-    char **list = NULL, *line = NULL;
-    size_t cap = 0, lcap = 0, lineno = 0;
+    static char *line = NULL; /* one reader per process: pronounce's */
+    static size_t lcap = 0;
     char shownw[2 * SHOWN_BYTES + 40];
-    ssize_t got;
+    ssize_t got = 0;
     *n = 0;
-    while ((got = getline(&line, &lcap, stdin)) >= 0) {
-        lineno++;
+    while (*n < max && (got = getline(&line, &lcap, stdin)) >= 0) {
+        ++*lineno;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r' ||
                            line[got - 1] == ' ' || line[got - 1] == '\t'))
             line[--got] = 0;
@@ -258,31 +260,85 @@ static char **read_words(size_t *n, int *bad_any)
             continue;
         if (memchr(w, '\0', wlen)) { /* a C string would end there: refused, not cut */
             fprintf(stderr, "%s: line %zu: word %s: a NUL byte is not in the model's "
-                    "alphabet\n", cli_program(), lineno, shown_word(w, wlen, shownw,
-                                                                   sizeof shownw));
+                    "alphabet\n", cli_program(), *lineno, shown_word(w, wlen, shownw,
+                                                                    sizeof shownw));
             *bad_any = 1;
             continue;
-        }
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            list = realloc(list, cap * sizeof *list);
-            if (!list)
-                cli_die(CLI_EXIT_RUNTIME, "out of memory");
         }
         if (!(list[(*n)++] = strdup(w)))
             cli_die(CLI_EXIT_RUNTIME, "out of memory");
     }
-    free(line);
-    return list;
+    if (got < 0) {
+        free(line);
+        line = NULL;
+        lcap = 0;
+        return 0;
+    }
+    return 1;
 }
 
 /* Exit status and message of a library status: out of memory is a runtime error, the
  * rest (a file that is not a model or lexicon, a bad word) is the input's. */
 static int exit_of(int st) { return st == MHA_ENOMEM ? CLI_EXIT_RUNTIME : CLI_EXIT_USAGE; }
 
+/* Words pronounced per library call: the memory of pronounce does not grow with the input
+ * (answers of one chunk at a time), and its output streams. */
+enum { PRONOUNCE_CHUNK = 1024 };
+
+/* Pronounce words list[0 .. n) and print their answers as dictionary lines (lex: the
+ * lexicons' paths, for --show-source); out, n_out, status have room for PRONOUNCE_CHUNK
+ * words. A word that fails is named on stderr with its own message (*bad_any = 1). */
+static void pronounce_chunk(mha_g2p *g, const g2p_config *cfg, unsigned flags,
+                            char *const *list, size_t n, char (*lex)[CLI_PATH_CAP],
+                            mha_g2p_pron *out, size_t *n_out, int *status, int *bad_any)
+{
+    const size_t K = cfg->nbest;
+    char err[4 * CLI_PATH_CAP];
+    int st = mha_g2p_pronounce_batch(g, n, (const char *const *)list, flags, K, out, n_out,
+                                     status, err, sizeof err);
+    if (st == MHA_ENOMEM)
+        cli_die(CLI_EXIT_RUNTIME, "%s", err);
+    /* the words that failed, each with its own message (the batch names only the first) */
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (status[i] == MHA_OK)
+            continue;
+        mha_g2p_pron one;
+        size_t n1;
+        if (mha_g2p_pronounce(g, list[i], flags, 1, &one, &n1, err, sizeof err) == MHA_OK)
+            cli_die(CLI_EXIT_RUNTIME, "word %zu: pronounced alone, not in a batch", i);
+        fprintf(stderr, "%s: %s\n", cli_program(), err);
+        bad = *bad_any = 1;
+    }
+    /* the answers again (the calls above replaced the strings): every word at once */
+    if (bad && mha_g2p_pronounce_batch(g, n, (const char *const *)list, flags, K, out, n_out,
+                                       status, err, sizeof err) == MHA_ENOMEM)
+        cli_die(CLI_EXIT_RUNTIME, "%s", err);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < n_out[i]; k++) {
+            const mha_g2p_pron *p = out + i * K + k;
+            if (k == 0)
+                printf("%s  %s", p->word, p->phones);
+            else
+                printf("%s(%zu)  %s", p->word, k, p->phones);
+            const int lp = K > 1 && p->source != MHA_G2P_SOURCE_LEXICON;
+            if (cfg->show_source || lp)
+                printf("  #");
+            if (cfg->show_source)
+                printf(" %s%s%s", p->source == MHA_G2P_SOURCE_LEXICON ? "lexicon"
+                                  : p->source == MHA_G2P_SOURCE_PARTS ? "parts"
+                                                                      : "model",
+                       p->source == MHA_G2P_SOURCE_LEXICON ? " " : "",
+                       p->source == MHA_G2P_SOURCE_LEXICON ? lex[p->lexicon] : "");
+            if (lp)
+                printf(" logprob %.4f", p->logprob);
+            putchar('\n');
+        }
+}
+
 /* pronounce: a thin user of the G2P library (mha_g2p.h): the model (and its ensemble),
  * --lexicon's dictionaries, then the model's own; each word's answers as dictionary
- * lines. */
+ * lines, PRONOUNCE_CHUNK words at a time (the command line's, or standard input's). */
 static int cmd_pronounce(int argc, char **argv)
 {
     g2p_config cfg;
@@ -294,7 +350,6 @@ static int cmd_pronounce(int argc, char **argv)
     if (cfg.rescore[0] && cfg.beam < 2)
         cli_die_usage("--rescore rescores the beam's list: it needs --beam 2 or more");
     int bad_any = 0;
-    char **list = n > 0 ? words : read_words(&n, &bad_any);
     char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
     size_t n_ens = split_list(cfg.ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
     const int threads = cli_check_threads(cfg.run_threads, 1);
@@ -340,59 +395,33 @@ static int cmd_pronounce(int argc, char **argv)
             cli_die(exit_of(st), "lexicon: %s", err);
     const unsigned flags = (cfg.no_lexicon ? MHA_G2P_NO_LEXICON : 0u) |
                            (cfg.no_stress ? MHA_G2P_NO_STRESS : 0u);
-    const size_t K = cfg.nbest;
-    mha_g2p_pron *out = calloc(n * K + 1, sizeof *out);
-    size_t *n_out = calloc(n + 1, sizeof *n_out);
-    int *status = calloc(n + 1, sizeof *status);
-    if (!out || !n_out || !status)
+    const size_t C = PRONOUNCE_CHUNK;
+    mha_g2p_pron *out = calloc(C * cfg.nbest, sizeof *out);
+    size_t *n_out = calloc(C, sizeof *n_out);
+    int *status = calloc(C, sizeof *status);
+    char **chunk = calloc(C, sizeof *chunk);
+    if (!out || !n_out || !status || !chunk)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    st = mha_g2p_pronounce_batch(g, n, (const char *const *)list, flags, K, out, n_out, status,
-                                 err, sizeof err);
-    if (st == MHA_ENOMEM)
-        cli_die(CLI_EXIT_RUNTIME, "%s", err);
-    /* the words that failed, each with its own message (the batch names only the first) */
-    for (size_t i = 0; i < n; i++) {
-        if (status[i] == MHA_OK)
-            continue;
-        mha_g2p_pron one;
-        size_t n1;
-        if (mha_g2p_pronounce(g, list[i], flags, 1, &one, &n1, err, sizeof err) == MHA_OK)
-            cli_die(CLI_EXIT_RUNTIME, "word %zu: pronounced alone, not in a batch", i);
-        fprintf(stderr, "%s: %s\n", cli_program(), err);
-        bad_any = 1;
+    if (n > 0) /* the command line's words */
+        for (size_t i = 0; i < n; i += C)
+            pronounce_chunk(g, &cfg, flags, words + i, n - i < C ? n - i : C, lex, out, n_out,
+                            status, &bad_any);
+    else { /* standard input's, a chunk at a time */
+        size_t lineno = 0, got;
+        int more;
+        do {
+            more = read_words(chunk, C, &got, &lineno, &bad_any);
+            if (got > 0)
+                pronounce_chunk(g, &cfg, flags, chunk, got, lex, out, n_out, status,
+                                &bad_any);
+            for (size_t i = 0; i < got; i++)
+                free(chunk[i]);
+        } while (more);
     }
-    /* the answers again (the calls above replaced the strings): every word at once */
-    if (bad_any && mha_g2p_pronounce_batch(g, n, (const char *const *)list, flags, K, out,
-                                           n_out, status, err, sizeof err) == MHA_ENOMEM)
-        cli_die(CLI_EXIT_RUNTIME, "%s", err);
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < n_out[i]; k++) {
-            const mha_g2p_pron *p = out + i * K + k;
-            if (k == 0)
-                printf("%s  %s", p->word, p->phones);
-            else
-                printf("%s(%zu)  %s", p->word, k, p->phones);
-            const int lp = K > 1 && p->source != MHA_G2P_SOURCE_LEXICON;
-            if (cfg.show_source || lp)
-                printf("  #");
-            if (cfg.show_source)
-                printf(" %s%s%s", p->source == MHA_G2P_SOURCE_LEXICON ? "lexicon"
-                                  : p->source == MHA_G2P_SOURCE_PARTS ? "parts"
-                                                                      : "model",
-                       p->source == MHA_G2P_SOURCE_LEXICON ? " " : "",
-                       p->source == MHA_G2P_SOURCE_LEXICON ? lex[p->lexicon] : "");
-            if (lp)
-                printf(" logprob %.4f", p->logprob);
-            putchar('\n');
-        }
     cli_flush_stdout(); /* exit 1 if the pronunciations could not be written */
     mha_g2p_close(g);
-    if (list != words)
-        for (size_t i = 0; i < n; i++)
-            free(list[i]);
-    if (list != words)
-        free(list);
     free(words);
+    free(chunk);
     free(out);
     free(n_out);
     free(status);
