@@ -79,6 +79,10 @@ typedef struct mha_s2s_config {
     int threads;            /* 0 = all cores                                             */
     mha_attn_mode attn_mode;
     mha_precision precision; /* of the blocks' products and the read-out (mha.h)         */
+    int no_init;            /* 1: the parameters are not drawn from seed (their values are
+                               unspecified) — for a caller that loads every one of them
+                               next (mha_s2s_load, a file of mha-g2p): it skips the cost of
+                               the draws, most of the time it takes to open a small model */
 } mha_s2s_config;
 
 /* Seed of encoder block l (mha_gpt_block_seed(seed, l)) and of decoder block l

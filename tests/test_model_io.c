@@ -287,6 +287,39 @@ static void model_io_s2s_round_trip(void **state)
     assert_int_equal(remove_tree(dir), 0);
 }
 
+/* no_init: a model made without drawing its parameters (they differ from the drawn ones)
+ * is, once loaded from a file, the model the file came from, bit for bit. */
+static void model_io_s2s_no_init(void **state)
+{
+    (void)state;
+    char dir[256], path[320], err[256] = "";
+    assert_int_equal(make_temp_dir(dir, sizeof dir, "model_io"), 0);
+    mha_s2s_config c = {.src_vocab = 7, .tgt_vocab = 9, .src_context = 6, .tgt_context = 5,
+                        .enc_layers = 1, .dec_layers = 2, .heads = 2, .dim = 8, .seed = 5,
+                        .threads = 1, .no_init = 1};
+    tmodel z = {NULL, NULL}, a = {NULL, make_s2s(2, 0, 5)};
+    assert_int_equal(mha_s2s_create(&z.m, &c, 2), MHA_OK);
+    size_t nz, na;
+    float *sz = tm_snapshot(z, &nz), *sa = tm_snapshot(a, &na);
+    assert_int_equal(nz, na);
+    size_t differ = 0;
+    for (size_t i = 0; i < nz; i++)
+        differ += sz[i] != sa[i]; /* not drawn as the same config drawn is */
+    assert_true(differ > nz / 2);
+    free(sz);
+    snprintf(path, sizeof path, "%s/a.safetensors", dir);
+    if (tm_save(a, path, MHA_ST_F32, err, sizeof err) != MHA_OK ||
+        tm_load(z, path, err, sizeof err) != MHA_OK)
+        fail_msg("%s", err);
+    sz = tm_snapshot(z, &nz);
+    assert_memory_equal(sz, sa, na * sizeof *sa);
+    free(sz);
+    free(sa);
+    tm_destroy(z);
+    tm_destroy(a);
+    assert_int_equal(remove_tree(dir), 0);
+}
+
 /* mha_s2s_load refuses a tied model's file for an untied model and the other way round,
  * another depth, a NaN; the model is untouched. */
 static void model_io_s2s_refusals(void **state)
@@ -322,6 +355,7 @@ int main(void)
         cmocka_unit_test(model_io_gpt_refusals),
         cmocka_unit_test(model_io_s2s_round_trip),
         cmocka_unit_test(model_io_s2s_refusals),
+        cmocka_unit_test(model_io_s2s_no_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # The numbers of the committed ensemble (development tool):
 #
-#   bash tools/make_g2p_ensemble.sh BEAM ALPHA
+#   bash tools/make_g2p_ensemble.sh BEAM ALPHA [WEIGHT]
 #
 # decodes with models/g2p-cmudict.safetensors and models/g2p-cmudict-2.safetensors as one
 # (`mha-g2p eval --ensemble`: their log-probabilities averaged at each step): the validation
 # words (greedy and beam BEAM, to choose the decoding without the test words), then the test
-# words greedy, with beam 4 and beam 8 (length normalisation ALPHA), at 2 threads; writes
+# words greedy, with beam 4 and beam 8 (length normalisation ALPHA), at 2 threads; with
+# WEIGHT, the same beams again with their lists rescored by the right-to-left model
+# models/g2p-cmudict-r2l.safetensors (`--rescore ... --rescore-weight WEIGHT`); writes
 # models/g2p-cmudict-ensemble.json. Run it on an otherwise idle machine (words/s are in it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 g2p=${MHA_G2P:-$root/build/mha-g2p}
-beam=$1 alpha=$2
+beam=$1 alpha=$2 weight=${3:-}
 a=$root/models/g2p-cmudict.safetensors b=$root/models/g2p-cmudict-2.safetensors
+r=$root/models/g2p-cmudict-r2l.safetensors
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$g2p" eval --model "$a" --ensemble "$b" --words validation --beam "$beam" --alpha "$alpha" \
@@ -21,10 +24,18 @@ for k in 4 8; do
   "$g2p" eval --model "$a" --ensemble "$b" --beam "$k" --alpha "$alpha" --threads 2 \
     --out "$out/test$k"
 done
+if [ -n "$weight" ]; then
+  "$g2p" eval --model "$a" --ensemble "$b" --rescore "$r" --rescore-weight "$weight" \
+    --words validation --beam "$beam" --alpha "$alpha" --threads 2 --out "$out/rvalid"
+  for k in 4 8; do
+    "$g2p" eval --model "$a" --ensemble "$b" --rescore "$r" --rescore-weight "$weight" \
+      --beam "$k" --alpha "$alpha" --threads 2 --out "$out/rtest$k"
+  done
+fi
 python3 - "$out" "$root/models/g2p-cmudict-ensemble.json" "$beam" "$alpha" \
-  "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
+  "$(git -C "$root" rev-parse --short HEAD)" "$weight" <<'PY'
 import json, os, sys
-out, dst, beam, alpha, commit = sys.argv[1:6]
+out, dst, beam, alpha, commit, weight = sys.argv[1:7]
 ev = lambda d: json.load(open(os.path.join(out, d, "eval.json")))
 def nums(o):
     return {k: o[k] for k in ("words", "wer", "per", "wer_stress", "per_stress", "words_per_second")}
@@ -42,8 +53,19 @@ doc = {
     "validation": {"greedy": nums(v["greedy"]), "beam%s" % beam: nums(v["beam"])},
     "test": {"greedy": nums(t4["greedy"]), "beam4": nums(t4["beam"]), "beam8": nums(t8["beam"])},
 }
+if weight:
+    rv, r4, r8 = ev("rvalid"), ev("rtest4"), ev("rtest8")
+    doc["rescored"] = {
+        "how": "the same, with --rescore models/g2p-cmudict-r2l.safetensors --rescore-weight "
+               "%s: each word's beam list ranked by (logprob + %s x the right-to-left model's "
+               "logprob) / (length + 1)^alpha" % (weight, weight),
+        "model": "g2p-cmudict-r2l.safetensors",
+        "weight": float(weight),
+        "validation": {"beam%s" % beam: nums(rv["beam"])},
+        "test": {"beam4": nums(r4["beam"]), "beam8": nums(r8["beam"])},
+    }
 json.dump(doc, open(dst + ".tmp", "w"), indent=2)
 open(dst + ".tmp", "a").write("\n")
 os.replace(dst + ".tmp", dst)
-print(json.dumps(doc["test"], indent=1))
+print(json.dumps({k: doc[k] for k in ("test", "rescored") if k in doc}, indent=1))
 PY

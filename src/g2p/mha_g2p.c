@@ -24,9 +24,17 @@
 #include "mha_safetensors.h"
 
 #define G2P_FORMAT "mha-g2p/1"
+/* The sizes that set the memory of decoding (the key/value caches hold DECODE_ROWS rows,
+ * the encoder's activations ENCODE_BATCH words); a build may choose others. */
+#ifndef MHA_G2P_ENCODE_BATCH
+#define MHA_G2P_ENCODE_BATCH 16
+#endif
+#ifndef MHA_G2P_DECODE_ROWS
+#define MHA_G2P_DECODE_ROWS 128
+#endif
 enum {
-    ENCODE_BATCH = 16,  /* words the model's encoder takes at once                       */
-    DECODE_ROWS = 128,  /* hypotheses decoded at once (DECODE_ROWS / beam words)          */
+    ENCODE_BATCH = MHA_G2P_ENCODE_BATCH, /* words the model's encoder takes at once       */
+    DECODE_ROWS = MHA_G2P_DECODE_ROWS,   /* hypotheses decoded at once (/ beam: words)    */
     SHOWN_BYTES = 64,   /* of a word in a message                                         */
     MAX_MODELS = 8      /* of an ensemble                                                 */
 };
@@ -276,7 +284,8 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
     mha_s2s_config mc = {.src_vocab = g->src.n, .tgt_vocab = g->tgt.n, .src_context = sc,
                          .tgt_context = tc, .enc_layers = le, .dec_layers = ld,
                          .heads = heads, .dim = dim, .mlp_dim = mlp, .threads = threads,
-                         .attn_mode = MHA_ATTN_STORED, .precision = MHA_PRECISION_FP32};
+                         .attn_mode = MHA_ATTN_STORED, .precision = MHA_PRECISION_FP32,
+                         .no_init = 1}; /* every tensor is loaded below */
     mha_s2s *m = NULL;
     if ((st = mha_s2s_create(&m, &mc, ENCODE_BATCH)) != MHA_OK) {
         set_err(err, errlen, "%s: cannot make its model: %s", path, mha_strerror(st));
