@@ -103,6 +103,9 @@ typedef struct mha_gpt_config {
     int threads;           /* 0 = all cores                                              */
     mha_attn_mode attn_mode;
     mha_precision precision; /* of the blocks' products and the read-out (mha.h)          */
+    int no_init;           /* 1: the parameters are not drawn from seed (their values are
+                              unspecified) — for a caller that loads every one of them next
+                              (mha_gpt_load): it skips the cost of the draws               */
 } mha_gpt_config;
 
 /* Gradient-ready callback of MHA_NAME(gpt_set_grad_hook): tensors [first, first + count)

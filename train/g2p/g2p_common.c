@@ -241,7 +241,9 @@ void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,
                          .attn_mode = MHA_ATTN_STORED,
                          /* pronounce and eval decode in float32 (the key/value caches) */
                          .precision = with_optimizer ? (mha_precision)cfg->precision
-                                                     : MHA_PRECISION_FP32};
+                                                     : MHA_PRECISION_FP32,
+                         /* without the optimizer the caller loads every weight next */
+                         .no_init = !with_optimizer};
     cli_check(mha_s2s_create(&r->m, &mc, max_batch), "cannot create the model");
     if (with_optimizer) {
         mha_optim_config oc;

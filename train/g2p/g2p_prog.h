@@ -110,7 +110,8 @@ double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt);
 
 /* Create the model of cfg for the vocabularies (copied) and batches of max_batch, and,
  * when with_optimizer, AdamW as mha-gpt's (β1 0.9, β2 cfg->beta2, eps 1e-8, decay on
- * matmul weights). Exit 1 on failure. */
+ * matmul weights); without it (a model to load: g2p_load_model) the weights are not
+ * drawn (mha_s2s_config.no_init). Exit 1 on failure. */
 void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,
                     const g2p_vocab *tgt, size_t max_batch, int with_optimizer);
 void g2p_run_destroy(g2p_run *r);

@@ -148,7 +148,9 @@ void gpt_run_create(gpt_run *r, const gpt_run_config *cfg, size_t V, size_t max_
                          .attn_dropout = cfg->dropout, .resid_dropout = cfg->dropout,
                          .ln_eps = 0, .seed = cfg->seed, .threads = cfg->threads,
                          .attn_mode = (mha_attn_mode)cfg->attention,
-                         .precision = (mha_precision)cfg->precision};
+                         .precision = (mha_precision)cfg->precision,
+                         /* without the optimizer (sample) the caller loads the weights */
+                         .no_init = !with_optimizer};
     cli_check(mha_gpt_create(&r->g, &mc, max_batch), "cannot create the model");
     if (with_optimizer) {
         mha_optim_config oc;

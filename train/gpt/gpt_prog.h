@@ -81,7 +81,8 @@ typedef struct gpt_run {
 /* Create the model of cfg for a vocabulary of V and batches of max_batch, and, when
  * with_optimizer, AdamW (β1 0.9, β2 cfg->beta2, eps 1e-8) with one group per tensor
  * (its state_dict name) decayed by cfg->weight_decay if the tensor's decay flag is set
- * or cfg->decay_all, else 0. Exit 1 on failure. */
+ * or cfg->decay_all, else 0; without it (sample: a model to load) the weights are not
+ * drawn (mha_gpt_config.no_init). Exit 1 on failure. */
 void gpt_run_create(gpt_run *r, const gpt_run_config *cfg, size_t V, size_t max_batch,
                     int with_optimizer);
 void gpt_run_destroy(gpt_run *r);
