@@ -49,7 +49,7 @@ const cli_opt G2P_TRAIN_OPTS[] = {
      "label smoothing of the training loss", NULL},
     {"reverse", CLI_FLAG, OFF(reverse), 0, 1, 4, "",
      "train a right-to-left model: it writes each pronunciation from its last token to its "
-     "first (eval and pronounce turn its output around; eval --rescore uses one to rescore "
+     "first (eval and pronounce turn its output around; their --rescore uses one to rescore "
      "another model's n-best list)", NULL},
     {"seed", CLI_U64, OFF(seed), 0, 18446744073709551615.0, 1, "N",
      "seed of the initial weights, dropout and the batch order", NULL},
