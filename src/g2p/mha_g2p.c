@@ -25,12 +25,15 @@
 
 #define G2P_FORMAT "mha-g2p/1"
 /* The sizes that set the memory of decoding (the key/value caches hold DECODE_ROWS rows,
- * the encoder's activations ENCODE_BATCH words); a build may choose others. */
+ * the encoder's activations ENCODE_BATCH words); a build may choose others. Chosen with
+ * bench/g2p_rows.sh (pronounce, 12,362 words, 2 threads): 128/16 ran greedy at 1,944 words/s
+ * in 93 MiB, 64/8 at 1,673 in 62 MiB (beam 4: 779 → 709 words/s, 94 → 63 MiB), 32/8 at
+ * 1,633 in 50 MiB (beam 4 620): 64/8 keeps both under 64 MiB for the least speed. */
 #ifndef MHA_G2P_ENCODE_BATCH
-#define MHA_G2P_ENCODE_BATCH 16
+#define MHA_G2P_ENCODE_BATCH 8
 #endif
 #ifndef MHA_G2P_DECODE_ROWS
-#define MHA_G2P_DECODE_ROWS 128
+#define MHA_G2P_DECODE_ROWS 64
 #endif
 enum {
     ENCODE_BATCH = MHA_G2P_ENCODE_BATCH, /* words the model's encoder takes at once       */
