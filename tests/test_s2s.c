@@ -1466,6 +1466,19 @@ static void forward_logsoftmax(mhad_s2s *m, size_t S, const int32_t *src, size_t
     free(in);
 }
 
+/* A model of c's vocabularies and contexts with every other size different (width 12, 3
+ * heads, MLP 20, 1 + 3 blocks, untied): the second member of the ensemble tests. */
+static mha_s2s_config other_shape(mha_s2s_config c)
+{
+    c.dim = 12;
+    c.heads = 3;
+    c.mlp_dim = 20;
+    c.enc_layers = 1;
+    c.dec_layers = 3;
+    c.untied = 1;
+    return c;
+}
+
 /* Ensembles. (a) Of copies: two models with the same parameters (separate objects, and
  * one model with two states) decode exactly as the model alone — tokens, logprob and score
  * bit for bit, since the mean of equal log-probabilities is that value. (b) Of two
@@ -1481,13 +1494,7 @@ static void s2s_ensemble_copies_and_mean(void **state)
     enum { B = 4, S = 5, K = 4, L = 4, V = 9, CACHE = 6 };
     static const size_t src_len[B] = {5, 3, 1, 4};
     const uint64_t SEED = 702;
-    mha_s2s_config c1 = small_config(0.2, 0.2, 0.1, SEED), c2 = c1;
-    c2.dim = 12;
-    c2.heads = 3;
-    c2.mlp_dim = 20;
-    c2.enc_layers = 1;
-    c2.dec_layers = 3;
-    c2.untied = 1;
+    mha_s2s_config c1 = small_config(0.2, 0.2, 0.1, SEED), c2 = other_shape(c1);
     c2.seed = SEED + 50;
     mhad_s2s *m1, *m1b, *m2;
     assert_int_equal(mhad_s2s_create(&m1, &c1, B), MHA_OK);
@@ -1617,13 +1624,7 @@ static void s2s_score_is_forced_decoding(void **state)
     static const size_t src_len[B] = {5, 3, 1, 4, 2};
     static const size_t tgt_len[B] = {0, 5, 2, 1, 3};
     const uint64_t SEED = 702;
-    mha_s2s_config c1 = small_config(0.2, 0.2, 0.1, SEED), c2 = c1;
-    c2.dim = 12;
-    c2.heads = 3;
-    c2.mlp_dim = 20;
-    c2.enc_layers = 1;
-    c2.dec_layers = 3;
-    c2.untied = 1;
+    mha_s2s_config c1 = small_config(0.2, 0.2, 0.1, SEED), c2 = other_shape(c1);
     mhad_s2s *m1, *m1b, *m2;
     assert_int_equal(mhad_s2s_create(&m1, &c1, B), MHA_OK);
     assert_int_equal(mhad_s2s_create(&m1b, &c1, B), MHA_OK);
