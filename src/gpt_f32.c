@@ -18,5 +18,6 @@ uint64_t mha_s2s_block_seed(uint64_t seed, size_t enc_layers, int decoder, size_
 
 #define REAL float
 #define X(name) mha_##name
+#define PRIV(name) mha__s##name /* internal names (src/mha_internal.h) */
 #include "gpt_core.inc"
 #include "s2s_core.inc" /* the encoder–decoder (mha_s2s_*, mha_decoder_block_*) */

@@ -68,4 +68,15 @@ static inline void mha__dgemm_p(mha_precision p, int threads, int ta, int tb, si
     mha__dgemm(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
+/* ---- Key/value caches with packed weights (src/mha_kv.inc) --------------------------
+ * mha__?kvcache_pack(kv): give the cache a copy of its module's four projection weights
+ * transposed ([in, out]), as they are at the call; the cache's projections then multiply
+ * it directly instead of transposing W into scratch at every call. The copy does not
+ * follow later changes of the weights: the caller packs again after them (the decoder's
+ * state packs its caches at every encode, src/s2s_infer.inc). The first call allocates
+ * 4·D² elements, freed with the cache. MHA_OK, MHA_EINVAL, MHA_EOVERFLOW, MHA_ENOMEM (the
+ * cache is then left as it was). */
+int mha__skvcache_pack(mha_kvcache *kv);
+int mha__dkvcache_pack(mhad_kvcache *kv);
+
 #endif /* MHA_INTERNAL_H */

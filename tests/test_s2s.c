@@ -1342,6 +1342,73 @@ static double forward_logprob(mhad_s2s *m, size_t S, const int32_t *src, size_t 
     return lp;
 }
 
+/* A decoding state reads the weights as they are at each encode: the steps multiply
+ * copies of the decoder's weights made by s2s_infer_encode (the state was created, and
+ * its copies first made, under other weights), so after new weights and a new encode its
+ * steps are the new model's full forward again (float64, 1e-12), in both precisions'
+ * code path (the float32 state is checked against a state created after the change, bit
+ * for bit). */
+static void s2s_infer_reads_weights_at_encode(void **state)
+{
+    (void)state;
+    enum { B = 2, S = 5, T = 6, V = 9 };
+    static const size_t src_len[B] = {5, 3}, ident[B] = {0, 1};
+    mha_s2s_config cfg = small_config(0.0, 0.0, 0.0, 631);
+    mhad_s2s *m;
+    mhad_s2s_infer *s;
+    assert_int_equal(mhad_s2s_create(&m, &cfg, B), MHA_OK);
+    randomize_s2s(m, 631);
+    assert_int_equal(mhad_s2s_infer_create(&s, m, B, S, T), MHA_OK);
+    int32_t src[B * S], tgt[B * T], tok[B];
+    fill_ids(src, B * S, 0, 7, 632);
+    fill_ids(tgt, B * T, 0, V, 633);
+    double full[B * T * V], lg[B * V];
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            randomize_s2s(m, 634); /* every weight changes; s was made before */
+        assert_int_equal(mhad_s2s_forward(m, 0, B, S, src, src_len, T, tgt, NULL, NULL), MHA_OK);
+        memcpy(full, mhad_s2s_logits(m, NULL), sizeof full);
+        assert_int_equal(mhad_s2s_infer_encode(m, s, B, S, src, src_len), MHA_OK);
+        double worst = 0, maxabs = 0;
+        for (size_t t = 0; t < T; t++) {
+            for (size_t b = 0; b < B; b++)
+                tok[b] = tgt[b * T + t];
+            assert_int_equal(mhad_s2s_infer_step(m, s, tok, lg), MHA_OK);
+            compare_step(lg, full, B, ident, T, t, V, &worst, &maxabs);
+        }
+        assert_true(maxabs > 0.5);
+        assert_true(worst <= 1e-12 * maxabs);
+    }
+    mhad_s2s_infer_destroy(s);
+    mhad_s2s_destroy(m);
+
+    mha_s2s *mf;
+    mha_s2s_infer *old, *fresh;
+    assert_int_equal(mha_s2s_create(&mf, &cfg, B), MHA_OK);
+    assert_int_equal(mha_s2s_infer_create(&old, mf, B, S, T), MHA_OK);
+    for (size_t i = 0; i < mha_s2s_num_tensors(mf); i++) { /* new weights after old's copies */
+        mha_param_info in;
+        float *p;
+        assert_int_equal(mha_s2s_tensor(mf, i, &in, &p, NULL), MHA_OK);
+        for (size_t k = 0; k < in.numel; k++)
+            p[k] = 0.5f * sinf((float)(3 * k + 7 * i + 1));
+    }
+    assert_int_equal(mha_s2s_infer_create(&fresh, mf, B, S, T), MHA_OK);
+    assert_int_equal(mha_s2s_infer_encode(mf, old, B, S, src, src_len), MHA_OK);
+    assert_int_equal(mha_s2s_infer_encode(mf, fresh, B, S, src, src_len), MHA_OK);
+    for (size_t t = 0; t < T; t++) {
+        float a[B * V], b[B * V];
+        for (size_t r = 0; r < B; r++)
+            tok[r] = tgt[r * T + t];
+        assert_int_equal(mha_s2s_infer_step(mf, old, tok, a), MHA_OK);
+        assert_int_equal(mha_s2s_infer_step(mf, fresh, tok, b), MHA_OK);
+        assert_memory_equal(a, b, sizeof a);
+    }
+    mha_s2s_infer_destroy(old);
+    mha_s2s_infer_destroy(fresh);
+    mha_s2s_destroy(mf);
+}
+
 /* Greedy and beam search on a random model (Vt 9, BOS 1, EOS 2, at most 4 tokens):
  * greedy takes each row's most likely token and its logprob is the forward's Σ log
  * softmax (EOS included when it ended); beam K = 1 is exactly greedy; a beam of K = 4
@@ -3221,6 +3288,7 @@ int main(void)
         cmocka_unit_test(s2s_model_f32_matches_f64),
         cmocka_unit_test(s2s_kv_cross_cached_matches_forward),
         cmocka_unit_test(s2s_infer_matches_full_forward),
+        cmocka_unit_test(s2s_infer_reads_weights_at_encode),
         cmocka_unit_test(s2s_decode_greedy_and_beam_claims),
         cmocka_unit_test(s2s_ensemble_copies_and_mean),
         cmocka_unit_test(s2s_ensemble_refusals),
