@@ -136,7 +136,9 @@ MHA_API int MHA_NAME(s2s_set_dropout_batch_offset)(MHA_NAME(s2s) *m, uint64_t fi
 /* Caches for decoding up to `rows` hypotheses at once (words × beam width) of up to
  * max_len target positions (<= tgt_context), for sources of up to max_src positions:
  * per decoder block the self-attention's key/value cache and the cross-attention's keys
- * and values of each source (computed once per source by s2s_infer_encode). Owned; free
+ * and values of each source (computed once per source by s2s_infer_encode), the
+ * encoder's forward buffers for the model's max_batch sources of max_src positions, and
+ * a copy of the weights laid out for decoding (s2s_infer_encode). Owned; free
  * with MHA_NAME(s2s_infer_destroy). MHA_EINVAL, MHA_ESHAPE (max_len > tgt_context or
  * max_src > src_context), MHA_EOVERFLOW, MHA_ENOMEM. */
 typedef struct MHA_NAME(s2s_infer) MHA_NAME(s2s_infer);
@@ -147,9 +149,12 @@ MHA_API void MHA_NAME(s2s_infer_destroy)(MHA_NAME(s2s_infer) *s);
 /* Run the encoder (evaluation mode) on B sources (B <= rows; more than the model's
  * max_batch go through the encoder max_batch at a time, so a model made for small batches
  * decodes many rows at once) and compute every decoder block's cross-attention keys and
- * values from its output; the decoder caches are emptied and row b decodes source b. Uses
- * the model's activation buffers (a pending backward is lost: MHA_ESTATE until the next
- * forward). */
+ * values from its output; the decoder caches are emptied and row b decodes source b. The
+ * state's own buffers serve (the model's activations are not touched: a pending backward
+ * stays valid). The state takes a copy of the weights, laid out for decoding (each
+ * product's weight transposed, as many elements as the blocks' matrices and the
+ * read-out): the steps that follow read that copy, so weights changed after an encode
+ * reach the decoding at the next encode. */
 MHA_API int MHA_NAME(s2s_infer_encode)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B,
                                        size_t S, const int32_t *src, const size_t *src_len);
 /* Keep rows from[0 .. n): new row r continues old row from[r] (its source and its decoded

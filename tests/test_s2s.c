@@ -2482,12 +2482,19 @@ static void s2s_refusals(void **state)
     assert_int_equal(mhad_s2s_backward(m), MHA_OK);
     assert_memory_equal(before, g, in.numel * sizeof(double));
     free(before);
-    /* decoding calls use the activations: a pending backward is lost */
+    /* decoding does not touch the model's activations: a pending backward stays, and
+     * the forward's logits with it */
     mhad_s2s_infer *s;
     assert_int_equal(mhad_s2s_infer_create(&s, m, B, S, T), MHA_OK);
     assert_int_equal(mhad_s2s_forward(m, 0, B, S, src, len, T, tgt, targets, NULL), MHA_OK);
-    assert_int_equal(mhad_s2s_infer_encode(m, s, B, S, src, len), MHA_OK);
-    assert_int_equal(mhad_s2s_backward(m), MHA_ESTATE);
+    double *lg_before = xmalloc(B * T * V * sizeof(double));
+    memcpy(lg_before, mhad_s2s_logits(m, NULL), B * T * V * sizeof(double));
+    int32_t other[B * S];
+    fill_ids(other, B * S, 0, 7, 805);
+    assert_int_equal(mhad_s2s_infer_encode(m, s, B, S, other, (size_t[B]){3, 2}), MHA_OK);
+    assert_memory_equal(lg_before, mhad_s2s_logits(m, NULL), B * T * V * sizeof(double));
+    assert_int_equal(mhad_s2s_backward(m), MHA_OK);
+    free(lg_before);
     mhad_s2s_infer_destroy(s);
     /* accessors */
     size_t idx, count;
