@@ -11,7 +11,7 @@
 #   gpt-large  build/mha-gpt train --layers 6 --heads 6   gpt_large_loss.svg                 ~13 min
 #              --dim 192 --context 128 --batch 16 --steps 2400 --lr 2e-3 --min-lr 2e-4
 #              --warmup 100 --eval-every 600
-#   g2p        build/mha-g2p train                        g2p_curves.svg,                    ~30-40 min
+#   g2p        build/mha-g2p train                        g2p_curves.svg,                    ~30 min
 #              (defaults, data/cmudict.dict, 2 threads)   g2p_alignment_layer1.svg (ABDICATED)
 #
 #   * on the 2-core machine of README.md's measurements, otherwise idle.

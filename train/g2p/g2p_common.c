@@ -157,13 +157,13 @@ void g2p_defaults(g2p_config *c)
     memset(c, 0, sizeof *c);
     g2p_default_path(c->data, sizeof c->data, "data/cmudict.dict");
     c->format = G2P_FMT_AUTO;
-    c->enc_layers = 3;
-    c->dec_layers = 3;
+    c->enc_layers = 2;
+    c->dec_layers = 2;
     c->heads = 4;
     c->dim = 192;
     c->mlp_dim = 640;
     c->batch = 128;
-    c->steps = 6000;
+    c->steps = 23000;
     c->lr = 1.5e-3;
     c->min_lr = 1e-5;
     c->warmup = 600;
