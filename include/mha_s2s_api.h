@@ -137,7 +137,7 @@ MHA_API int MHA_NAME(s2s_set_dropout_batch_offset)(MHA_NAME(s2s) *m, uint64_t fi
  * max_len target positions (<= tgt_context), for sources of up to max_src positions:
  * per decoder block the self-attention's key/value cache and the cross-attention's keys
  * and values of each source (computed once per source by s2s_infer_encode), the
- * encoder's forward buffers for the model's max_batch sources of max_src positions, and
+ * encoder's forward buffers for min(max_batch, rows, 16) sources of max_src positions, and
  * a copy of the weights laid out for decoding (s2s_infer_encode). Owned; free
  * with MHA_NAME(s2s_infer_destroy). MHA_EINVAL, MHA_ESHAPE (max_len > tgt_context or
  * max_src > src_context), MHA_EOVERFLOW, MHA_ENOMEM. */
@@ -146,9 +146,10 @@ MHA_API int MHA_NAME(s2s_infer_create)(MHA_NAME(s2s_infer) **out, MHA_NAME(s2s) 
                                        size_t rows, size_t max_src, size_t max_len);
 MHA_API void MHA_NAME(s2s_infer_destroy)(MHA_NAME(s2s_infer) *s);
 
-/* Run the encoder (evaluation mode) on B sources (B <= rows; more than the model's
- * max_batch go through the encoder max_batch at a time, so a model made for small batches
- * decodes many rows at once) and compute every decoder block's cross-attention keys and
+/* Run the encoder (evaluation mode) on B sources (B <= rows; they go through the encoder
+ * min(the model's max_batch, rows, 16) at a time, so a model made for small batches decodes
+ * many rows at once, and a model made for large ones does not make decoding large) and
+ * compute every decoder block's cross-attention keys and
  * values from its output; the decoder caches are emptied and row b decodes source b. The
  * state's own buffers serve (the model's activations are not touched: a pending backward
  * stays valid). The state takes a copy of the weights, laid out for decoding (each
