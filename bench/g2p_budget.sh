@@ -28,16 +28,6 @@ configs=(
   "L2+2|--enc-layers 2 --dec-layers 2"
 )
 
-json() { # json FILE KEY...: a value from a JSON file, by its path
-  python3 - "$@" <<'EOF'
-import json, sys
-v = json.load(open(sys.argv[1]))
-for k in sys.argv[2:]:
-    v = v[k]
-print(v)
-EOF
-}
-
 echo "# load at the start: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for round in 1 2; do
   for c in "${configs[@]}"; do

@@ -1169,6 +1169,27 @@ static void compare_step(const double *step, const double *full, size_t rows,
         }
 }
 
+/* After an encode, feed rows b < B their targets tgt[b·T + t], t = 0 .. T−1, one position
+ * at a time: every step's logits are the full forward's full[(b·T + t)·V + :] within
+ * 1e-12·max|logit| (and the logits are not all tiny: max > 0.5). */
+static void teacher_forced_matches(mhad_s2s *m, mhad_s2s_infer *s, size_t B, size_t T,
+                                   size_t V, const int32_t *tgt, const double *full,
+                                   const size_t *ident)
+{
+    int32_t *tok = xmalloc(B * sizeof *tok);
+    double *lg = xmalloc(B * V * sizeof *lg), worst = 0, maxabs = 0;
+    for (size_t t = 0; t < T; t++) {
+        for (size_t b = 0; b < B; b++)
+            tok[b] = tgt[b * T + t];
+        assert_int_equal(mhad_s2s_infer_step(m, s, tok, lg), MHA_OK);
+        compare_step(lg, full, B, ident, T, t, V, &worst, &maxabs);
+    }
+    assert_true(maxabs > 0.5);
+    assert_true(worst <= 1e-12 * maxabs);
+    free(tok);
+    free(lg);
+}
+
 /* Cached decoding is the full forward (float64, |Δ| <= 1e-12·max|logit|): encode 3 padded
  * sources, feed teacher-forced tokens one position at a time; after infer_select
  * {2,0,0,1} at position 3 (rows 1 and 2 then diverge) and {3,1} at position 5, or
@@ -1198,15 +1219,9 @@ static void s2s_infer_matches_full_forward(void **state)
     size_t rows = 99, len = 99;
     assert_int_equal(mhad_s2s_infer_shape(s, &rows, &len), MHA_OK);
     assert_true(rows == B && len == 0);
-    double worst = 0, maxabs = 0;
-    for (size_t t = 0; t < T; t++) {
-        for (size_t b = 0; b < B; b++)
-            tok[b] = tgt[b * T + t];
-        assert_int_equal(mhad_s2s_infer_step(m, s, tok, lg), MHA_OK);
-        compare_step(lg, full, B, ident, T, t, V, &worst, &maxabs);
-    }
-    assert_true(maxabs > 0.5);
-    assert_true(worst <= 1e-12 * maxabs);
+    teacher_forced_matches(m, s, B, T, V, tgt, full, ident);
+    for (size_t b = 0; b < B; b++)
+        tok[b] = tgt[b * T + T - 1];
     for (size_t i = 0; i < NB * V; i++)
         lg[i] = SENTINEL;
     assert_int_equal(mhad_s2s_infer_step(m, s, tok, lg), MHA_ESHAPE);
@@ -1236,7 +1251,7 @@ static void s2s_infer_matches_full_forward(void **state)
     assert_int_equal(mhad_s2s_infer_select(s, NB, from), MHA_OK);
     assert_int_equal(mhad_s2s_infer_shape(s, &rows, &len), MHA_OK);
     assert_true(rows == NB && len == 3);
-    worst = maxabs = 0;
+    double worst = 0, maxabs = 0;
     for (size_t t = 3; t < 5; t++) {
         for (size_t r = 0; r < NB; r++)
             tok[r] = tgt2[r * T + t];
@@ -1362,22 +1377,14 @@ static void s2s_infer_reads_weights_at_encode(void **state)
     int32_t src[B * S], tgt[B * T], tok[B];
     fill_ids(src, B * S, 0, 7, 632);
     fill_ids(tgt, B * T, 0, V, 633);
-    double full[B * T * V], lg[B * V];
+    double full[B * T * V];
     for (int round = 0; round < 2; round++) {
         if (round == 1)
             randomize_s2s(m, 634); /* every weight changes; s was made before */
         assert_int_equal(mhad_s2s_forward(m, 0, B, S, src, src_len, T, tgt, NULL, NULL), MHA_OK);
         memcpy(full, mhad_s2s_logits(m, NULL), sizeof full);
         assert_int_equal(mhad_s2s_infer_encode(m, s, B, S, src, src_len), MHA_OK);
-        double worst = 0, maxabs = 0;
-        for (size_t t = 0; t < T; t++) {
-            for (size_t b = 0; b < B; b++)
-                tok[b] = tgt[b * T + t];
-            assert_int_equal(mhad_s2s_infer_step(m, s, tok, lg), MHA_OK);
-            compare_step(lg, full, B, ident, T, t, V, &worst, &maxabs);
-        }
-        assert_true(maxabs > 0.5);
-        assert_true(worst <= 1e-12 * maxabs);
+        teacher_forced_matches(m, s, B, T, V, tgt, full, ident);
     }
     mhad_s2s_infer_destroy(s);
     mhad_s2s_destroy(m);
