@@ -18,15 +18,24 @@
 /* floor(p · 2^32): the drop threshold for a 32-bit output. */
 uint64_t mha__dropout_threshold(double p);
 
+/* PCG32's multiplier a: state' = state·a + inc. */
+#define MHA__PCG32_MULT 6364136223846793005ULL
+
+/* PCG32's XSH-RR output of a state. */
+static inline uint32_t mha__pcg32_output(uint64_t old)
+{
+    uint32_t xorshifted = (uint32_t)(((old >> 18u) ^ old) >> 27u);
+    uint32_t rot = (uint32_t)(old >> 59u);
+    return (xorshifted >> rot) | (xorshifted << ((-rot) & 31u)); /* rot = 0 is defined */
+}
+
 /* One PCG32 step (XSH-RR output of the old state, then state·a + inc), inline
  * for the per-weight dropout loops; mha_pcg32_next is this function. */
 static inline uint32_t mha__pcg32_step(mha_pcg32 *rng)
 {
     uint64_t old = rng->state;
-    rng->state = old * 6364136223846793005ULL + rng->inc;
-    uint32_t xorshifted = (uint32_t)(((old >> 18u) ^ old) >> 27u);
-    uint32_t rot = (uint32_t)(old >> 59u);
-    return (xorshifted >> rot) | (xorshifted << ((-rot) & 31u)); /* rot = 0 is defined */
+    rng->state = old * MHA__PCG32_MULT + rng->inc;
+    return mha__pcg32_output(old);
 }
 
 
@@ -78,5 +87,14 @@ static inline void mha__dgemm_p(mha_precision p, int threads, int ta, int tb, si
  * cache is then left as it was). */
 int mha__skvcache_pack(mha_kvcache *kv);
 int mha__dkvcache_pack(mhad_kvcache *kv);
+
+/* ---- Modules whose owner sets the weights (src/mha_core.inc) -------------------------
+ * mha__?create_undrawn: mha_create / mhad_create without drawing the initial weights (they
+ * are zeros until the caller writes them): for the blocks, which draw
+ * their modules' weights from seeds of their own right after, and for models about to be
+ * loaded from a file, where drawing 4·D² values per module was wasted work on the way to
+ * the first word. Same statuses as mha_create. */
+int mha__screate_undrawn(mha_module **out, const mha_config *cfg);
+int mha__dcreate_undrawn(mhad_module **out, const mha_config *cfg);
 
 #endif /* MHA_INTERNAL_H */

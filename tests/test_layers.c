@@ -984,12 +984,17 @@ static void test_layers_dropout_position(void **state)
         const int kept = (uint64_t)mha_pcg32_next(&rng) >= threshold;
         assert_int_equal(bit(keep, at[k]), kept);
     }
-    /* and every bit of the first 300 by walking one generator */
+    /* and every bit, across words and chunks, by walking one generator: the interleaved
+     * lanes of the full words and the scalar last word draw its outputs in order; each
+     * kept element is x·1/(1 − p), each dropped one 0 */
     mha_pcg32 rng;
     mha_pcg32_seed(&rng, seed, stream);
     mha_pcg32_advance(&rng, call << 40);
-    for (size_t i = 0; i < 300; i++)
-        assert_int_equal(bit(keep, i), (uint64_t)mha_pcg32_next(&rng) >= threshold);
+    for (size_t i = 0; i < n; i++) {
+        const int kept = (uint64_t)mha_pcg32_next(&rng) >= threshold;
+        assert_int_equal(bit(keep, i), kept);
+        assert_true(y[i] == (kept ? x[i] * (1.0 / (1.0 - p)) : 0.0));
+    }
     free(x); free(y); free(keep);
 }
 
