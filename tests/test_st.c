@@ -963,13 +963,15 @@ static uint32_t crc32c_bitwise(const unsigned char *p, size_t n)
 }
 
 /* The published check value crc32c("123456789") = 0xE3069283 and the iSCSI test vectors
- * of RFC 3720 (B.4: 32 bytes of zeros, of 0xFF, ascending); the table version equals the
- * bitwise definition at every length 0..300 and alignment 0..7, and chaining two calls
- * equals one call on the whole. */
+ * of RFC 3720 (B.4: 32 bytes of zeros, of 0xFF, ascending); crc32c (the CPU's CRC32
+ * instruction where it has SSE4.2) and the table version both equal the bitwise definition
+ * at every length 0..300 and alignment 0..7, and chaining two calls (of either) equals one
+ * call on the whole. */
 static void st_crc32c_check_values(void **state)
 {
     (void)state;
     assert_int_equal(crc32c(0, "123456789", 9), 0xE3069283u);
+    assert_int_equal(crc32c_table(0, "123456789", 9), 0xE3069283u);
     assert_int_equal(crc32c(0, "", 0), 0);
     unsigned char b[32 + 300 + 8];
     memset(b, 0, 32);
@@ -984,7 +986,11 @@ static void st_crc32c_check_values(void **state)
         for (size_t n = 0; n <= 300; n++) {
             const uint32_t want = crc32c_bitwise(b + off, n);
             if (crc32c(0, b + off, n) != want)
-                fail_msg("crc32c of %zu bytes at offset %zu", n, off);
+                fail_msg("crc32c (%s) of %zu bytes at offset %zu", crc32c_impl(), n, off);
+            if (crc32c_table(0, b + off, n) != want)
+                fail_msg("crc32c_table of %zu bytes at offset %zu", n, off);
+            if (crc32c_table(crc32c(0, b + off, n / 3), b + off + n / 3, n - n / 3) != want)
+                fail_msg("crc32c then crc32c_table over %zu bytes at offset %zu", n, off);
             if (crc32c(crc32c(0, b + off, n / 3), b + off + n / 3, n - n / 3) != want)
                 fail_msg("chained crc32c of %zu bytes at offset %zu", n, off);
         }

@@ -20,6 +20,11 @@
 /* The CRC-32C of data[n] continuing from `crc` (0 to start): crc32c(crc32c(0, a), b) is
  * the CRC-32C of a followed by b. Thread-safe. */
 uint32_t crc32c(uint32_t crc, const void *data, size_t n);
+/* The same by table (slicing-by-8) on any CPU; crc32c uses the CPU's CRC32 instruction
+ * where it has one (SSE4.2). Both give the same values; tests/test_st.c checks both. */
+uint32_t crc32c_table(uint32_t crc, const void *data, size_t n);
+/* Which crc32c runs here: "sse4.2" or "table". */
+const char *crc32c_impl(void);
 /* A fingerprint of the file at path: its size shifted up by 32 bits, xor its CRC-32C.
  * Returns 0, or -1 when it cannot be read (*fingerprint untouched). */
 int crc32c_file(const char *path, uint64_t *fingerprint);
