@@ -96,6 +96,16 @@ static void g2p_cmudict_counts(void **state)
     assert_string_equal(d.words[d.n_words - 1].text, "ZYWICKI");
     size_t a = word_of(&d, "A");
     assert_int_equal(d.words[a].count, 2);
+    /* g2p_dict_find: every word at its index, exact (case, alternate marks), else SIZE_MAX */
+    for (size_t w = 0; w < d.n_words; w++)
+        assert_int_equal(g2p_dict_find(&d, d.words[w].text), w);
+    assert_int_equal(g2p_dict_find(&d, "A"), a);
+    assert_true(g2p_dict_find(&d, "a") == SIZE_MAX);
+    assert_true(g2p_dict_find(&d, "A(1)") == SIZE_MAX);
+    assert_true(g2p_dict_find(&d, "") == SIZE_MAX);
+    assert_true(g2p_dict_find(&d, "ZZZZNOTAWORD") == SIZE_MAX);
+    assert_true(g2p_dict_find(&d, NULL) == SIZE_MAX);
+    assert_true(g2p_dict_find(NULL, "A") == SIZE_MAX);
     assert_string_equal(pron_text(&d, a, 0, buf, sizeof buf), "AH0");
     assert_string_equal(pron_text(&d, a, 1, buf, sizeof buf), "EY1");
     assert_int_equal(d.prons[d.words[a].first + 1].line, 2);
@@ -331,6 +341,7 @@ static void assert_consistent(const g2p_dict *d)
         assert_true(wd->count >= 1);
         assert_true(wd->text[0] != '\0');
         assert_int_equal(wd->split, g2p_split_of(wd->text));
+        assert_int_equal(g2p_dict_find(d, wd->text), w); /* the kept table finds each word */
         split[wd->split]++;
         size_t len = strlen(wd->text);
         maxs = len > maxs ? len : maxs; /* CMUdict: bytes are symbols */

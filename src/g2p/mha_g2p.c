@@ -43,9 +43,7 @@ enum {
 };
 
 typedef struct lexicon {
-    g2p_dict d;
-    size_t *slot; /* [nslot] word index + 1, 0 = empty (open addressing, linear probing) */
-    size_t nslot; /* a power of two >= 2 · words                                         */
+    g2p_dict d; /* looked up with g2p_dict_find: the table its parse made */
 } lexicon;
 
 /* One answer while a call runs: its phones are arena[off ..] (pointers are made at the
@@ -404,10 +402,8 @@ void mha_g2p_close(mha_g2p *g)
     free(g->perm);
     g2p_vocab_free(&g->src);
     g2p_vocab_free(&g->tgt);
-    for (size_t i = 0; i < g->n_lex; i++) {
+    for (size_t i = 0; i < g->n_lex; i++)
         g2p_dict_free(&g->lex[i].d);
-        free(g->lex[i].slot);
-    }
     free(g->lex);
     free(g->arena);
     free(g->ans);
@@ -482,8 +478,6 @@ int mha_g2p_set_beam(mha_g2p *g, size_t beam, double alpha)
 
 /* ---- lexicons ------------------------------------------------------------------------- */
 
-static size_t word_hash(const char *w) { return (size_t)g2p_fnv1a64(w, strlen(w)); }
-
 int mha_g2p_add_lexicon(mha_g2p *g, const char *path, size_t *skipped, char *err,
                         size_t errlen)
 {
@@ -496,37 +490,18 @@ int mha_g2p_add_lexicon(mha_g2p *g, const char *path, size_t *skipped, char *err
     int st = g2p_dict_read(path, G2P_FMT_AUTO, &lx.d, err, errlen);
     if (st != MHA_OK)
         return st;
-    lx.nslot = 16;
-    while (lx.nslot < 2 * lx.d.n_words)
-        lx.nslot *= 2;
     lexicon *grown = realloc(g->lex, (g->n_lex + 1) * sizeof *grown);
     if (grown)
         g->lex = grown;
-    if (!grown || !(lx.slot = calloc(lx.nslot, sizeof *lx.slot))) {
+    if (!grown) {
         g2p_dict_free(&lx.d);
         set_err(err, errlen, "out of memory for lexicon %s", path);
         return MHA_ENOMEM;
-    }
-    for (size_t w = 0; w < lx.d.n_words; w++) { /* words are distinct in a g2p_dict */
-        size_t h = word_hash(lx.d.words[w].text) & (lx.nslot - 1);
-        while (lx.slot[h])
-            h = (h + 1) & (lx.nslot - 1);
-        lx.slot[h] = w + 1;
     }
     if (skipped)
         *skipped = lx.d.skipped;
     g->lex[g->n_lex++] = lx;
     return MHA_OK;
-}
-
-/* The index of word w in lexicon lx, or SIZE_MAX. */
-static size_t lex_find(const lexicon *lx, const char *w)
-{
-    size_t h = word_hash(w) & (lx->nslot - 1);
-    for (; lx->slot[h]; h = (h + 1) & (lx->nslot - 1))
-        if (strcmp(lx->d.words[lx->slot[h] - 1].text, w) == 0)
-            return lx->slot[h] - 1;
-    return SIZE_MAX;
 }
 
 /* ---- answers -------------------------------------------------------------------------- */
@@ -638,7 +613,7 @@ static int lookup(mha_g2p *g, const char *word, unsigned flags, size_t nbest, in
         for (int pass = 0; pass < 3 && !*found; pass++) {
             cased(word, pass, buf);
             const lexicon *lx = &g->lex[l];
-            const size_t w = lex_find(lx, buf);
+            const size_t w = g2p_dict_find(&lx->d, buf);
             if (w == SIZE_MAX)
                 continue;
             *found = 1;

@@ -301,12 +301,9 @@ static int detect_format(const char *buf, size_t len)
     return G2P_FMT_CMUDICT;
 }
 
-int g2p_dict_parse(const void *data, size_t len, const char *name, int format, g2p_dict *d,
-                   char *err, size_t errcap)
+/* What g2p_dict_parse checks before it copies: the arguments, the format, the size. */
+static int parse_check(size_t len, const char *nm, int format, char *err, size_t errcap)
 {
-    const char *nm = name != NULL ? name : "(memory)";
-    if (d == NULL || (data == NULL && len > 0))
-        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_dict_parse: NULL argument");
     if (format != G2P_FMT_AUTO && format != G2P_FMT_CMUDICT && format != G2P_FMT_TSV)
         return g2p__fail(MHA_EINVAL, err, errcap, "%s: unknown dictionary format %d", nm, format);
     if (len == 0)
@@ -314,11 +311,34 @@ int g2p_dict_parse(const void *data, size_t len, const char *name, int format, g
     if (len > G2P_MAX_FILE_BYTES)
         return g2p__fail(MHA_EOVERFLOW, err, errcap, "%s: %zu bytes, more than the limit of %zu",
                          nm, len, G2P_MAX_FILE_BYTES);
+    return MHA_OK;
+}
+
+static int parse_owned(char *buf, size_t len, const char *nm, int format, g2p_dict *d,
+                       char *err, size_t errcap);
+
+int g2p_dict_parse(const void *data, size_t len, const char *name, int format, g2p_dict *d,
+                   char *err, size_t errcap)
+{
+    const char *nm = name != NULL ? name : "(memory)";
+    if (d == NULL || (data == NULL && len > 0))
+        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_dict_parse: NULL argument");
+    int rc = parse_check(len, nm, format, err, errcap);
+    if (rc != MHA_OK)
+        return rc;
     char *buf = malloc(len + 1);
     if (buf == NULL)
         return g2p__fail(MHA_ENOMEM, err, errcap, "%s: out of memory", nm);
     memcpy(buf, data, len);
     buf[len] = '\0';
+    return parse_owned(buf, len, nm, format, d, err, errcap);
+}
+
+/* Parse buf[0..len) (buf[len] == '\0', checked by parse_check), which becomes the dict's
+ * storage (freed on error): a file read for parsing is not copied again. */
+static int parse_owned(char *buf, size_t len, const char *nm, int format, g2p_dict *d,
+                       char *err, size_t errcap)
+{
     if (format == G2P_FMT_AUTO)
         format = detect_format(buf, len);
 
@@ -383,7 +403,8 @@ int g2p_dict_parse(const void *data, size_t len, const char *name, int format, g
     }
     free(p.prons);
     free(p.wtext);
-    free(p.map.slot);
+    out.index = p.map.slot; /* its values are word indices + 1: g2p_dict_find */
+    out.index_cap = p.map.cap;
     out.words = p.words;
     out.n_words = p.n_words;
     out.prons = grouped;
@@ -434,15 +455,31 @@ int g2p_dict_read(const char *path, int format, g2p_dict *d, char *err, size_t e
     }
     close(fd);
     if (rc == MHA_OK)
-        rc = g2p_dict_parse(buf, got, path, format, d, err, errcap);
-    free(buf);
-    return rc;
+        rc = parse_check(got, path, format, err, errcap);
+    if (rc != MHA_OK) {
+        free(buf);
+        return rc;
+    }
+    buf[got] = '\0';
+    return parse_owned(buf, got, path, format, d, err, errcap); /* it owns buf now */
+}
+
+size_t g2p_dict_find(const g2p_dict *d, const char *word)
+{
+    if (d == NULL || word == NULL || d->index_cap == 0)
+        return SIZE_MAX;
+    const size_t mask = d->index_cap - 1;
+    for (size_t h = shash(word) & mask; d->index[h]; h = (h + 1) & mask)
+        if (strcmp(d->words[d->index[h] - 1].text, word) == 0)
+            return d->index[h] - 1;
+    return SIZE_MAX;
 }
 
 void g2p_dict_free(g2p_dict *d)
 {
     if (d == NULL)
         return;
+    free(d->index);
     free(d->words);
     free(d->prons);
     free(d->tokens);
