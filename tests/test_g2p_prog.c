@@ -58,6 +58,11 @@ static void g2p_train_learns(void **state)
                               "--heads 2 --mlp-dim 64 --batch 32 --threads 1 --eval-words 100 "
                               "--steps 300 --eval-every 150 --lr 3e-3 --out run"), 0);
     assert_file_contains("t.out", "lines skipped");
+    assert_file_contains("t.out", "  memory: about "); /* the estimate it checked */
+    /* --help says what the memory of a default run is and what decoding holds */
+    assert_int_equal(g2p("h", "--help"), 0);
+    assert_file_contains("h.out", "Memory: train estimates what a run needs");
+    assert_file_contains("h.out", "MiB for the defaults on CMUdict");
     const char *files[] = {"run/train_log.csv", "run/checkpoint.safetensors",
                            "run/best.safetensors", "run/summary.json", "run/curves.svg",
                            "run/alignment_0_layer0.svg"};
@@ -384,16 +389,29 @@ static void g2p_committed_model_reproduces(void **state)
     }
     cJSON_Delete(root);
     free(js);
-    /* the committed ensemble (the model with models/g2p-cmudict-2): its claimed greedy
-     * numbers, decoded with both models as one */
-    const char *second = MHA_SOURCE_DIR "/models/g2p-cmudict-2.safetensors";
+    /* the committed ensemble (the model with the others its file lists): its claimed greedy
+     * numbers, decoded with all of them as one */
     const char *ens = MHA_SOURCE_DIR "/models/g2p-cmudict-ensemble.json";
-    if (!file_exists(second) || !file_exists(ens))
+    if (!file_exists(ens))
         return;
     js = slurp(ens, NULL);
     assert_non_null(js);
     root = cJSON_Parse(js);
     assert_non_null(root);
+    const cJSON *members = cJSON_GetObjectItem(root, "models");
+    assert_true(cJSON_GetArraySize(members) >= 2);
+    assert_string_equal(cJSON_GetArrayItem(members, 0)->valuestring, "g2p-cmudict.safetensors");
+    char second[2048] = "";
+    for (int i = 1; i < cJSON_GetArraySize(members); i++) {
+        char one[512];
+        snprintf(one, sizeof one, MHA_SOURCE_DIR "/models/%s",
+                 cJSON_GetArrayItem(members, i)->valuestring);
+        assert_true(file_exists(one));
+        assert_true(strlen(second) + 1 + strlen(one) < sizeof second);
+        if (i > 1)
+            strcat(second, ":");
+        strcat(second, one);
+    }
     char args[4096];
     snprintf(args, sizeof args, "eval --model %s --ensemble %s --threads 2 --out eve", model,
              second);

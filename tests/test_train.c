@@ -22,6 +22,7 @@
 
 #include <cJSON.h>
 
+#include "crc32c.h"
 #include "mha.h"
 #include "mha_optim.h"
 #include "mha_safetensors.h"
@@ -357,6 +358,60 @@ static void test_train_deterministic_outputs(void **state)
     assert_true(summary_number("d1/summary.json", "mfu") > 0);
     assert_file_contains("d1.out", " ms/step  MFU ");
     assert_file_contains("d1.out", "attention_layer0.svg");
+}
+
+/* The MFU's denominator (peak.h): a run keeps its measured peak in the cache file named by
+ * MHA_PEAK_CACHE; a later run divides by a faster kept value (here one no CPU reaches) and
+ * says so, keeping it; MHA_PEAK_CACHE=off measures alone and leaves the file alone. */
+static void test_train_peak_cache(void **state)
+{
+    (void)state;
+    char cache[512], args[1024];
+    snprintf(cache, sizeof cache, "%s/cache/mha/peak.tsv", tmpdir);
+    setenv("MHA_PEAK_CACHE", cache, 1); /* the children inherit it */
+    const char *common = "--task copy --seq-len 3 --vocab 4 --dim 8 --heads 2 --batch 4 "
+                         "--steps 3 --warmup 0 --eval-size 10 --threads 1";
+    snprintf(args, sizeof args, "%s --out '%s/p1'", common, tmpdir);
+    assert_int_equal(run("p1", args), 0);
+    double g = summary_number("p1/summary.json", "peak_gflops");
+    assert_true(g > 0 && g == summary_number("p1/summary.json", "peak_gflops_measured"));
+    assert_file_contains("p1.out", "the fastest so far on this CPU, kept in ");
+    /* the file: a header and this CPU's line; raise its value to 999999 (checksum redone) */
+    char *text = slurp(cache, NULL);
+    assert_non_null(text);
+    char *l1 = strchr(text, '\n'), *val = l1 ? strchr(l1 + 1, '\t') : NULL;
+    char *key = val ? strchr(val + 1, '\t') : NULL;
+    assert_non_null(key);
+    assert_int_equal((int)count_lines(cache), 2);
+    key++;
+    key[strcspn(key, "\n")] = '\0';
+    char rest[700], fresh[2048];
+    snprintf(rest, sizeof rest, "999999.000\t%s", key);
+    l1[1] = '\0';
+    snprintf(fresh, sizeof fresh, "%s%08x\t%s\n", text, (unsigned)crc32c(0, rest, strlen(rest)),
+             rest);
+    free(text);
+    write_file(cache, fresh, strlen(fresh));
+    snprintf(args, sizeof args, "%s --out '%s/p2'", common, tmpdir);
+    assert_int_equal(run("p2", args), 0);
+    assert_true(summary_number("p2/summary.json", "peak_gflops") == 999999.0);
+    assert_true(summary_number("p2/summary.json", "peak_gflops_measured") < 999999.0);
+    assert_file_contains("p2.out", "measured peak 999999 GFLOP/s");
+    assert_file_contains("p2.out", " now: the fastest of the earlier runs on this CPU, kept in ");
+    char *after = slurp(cache, NULL);
+    assert_non_null(after);
+    assert_string_equal(after, fresh); /* a slower measurement does not lower it */
+    free(after);
+    setenv("MHA_PEAK_CACHE", "off", 1);
+    snprintf(args, sizeof args, "%s --out '%s/p3'", common, tmpdir);
+    assert_int_equal(run("p3", args), 0);
+    g = summary_number("p3/summary.json", "peak_gflops");
+    assert_true(g > 0 && g < 999999.0 &&
+                g == summary_number("p3/summary.json", "peak_gflops_measured"));
+    char *p3 = slurp("p3.out", NULL);
+    assert_non_null(p3);
+    assert_null(strstr(p3, "kept in"));
+    free(p3);
 }
 
 /* ---- property test: hundreds of mutations of real checkpoints ----------------------
@@ -1230,6 +1285,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_train_deterministic_outputs, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_train_limits, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_train_peak_cache, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_train_resume_extend, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_train_run_dir, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_train_checkpoint_mutations, tmpdir_setup,

@@ -3,7 +3,8 @@
 #
 #   bash tools/make_g2p_ensemble.sh BEAM ALPHA [WEIGHT]
 #
-# decodes with models/g2p-cmudict.safetensors and models/g2p-cmudict-2.safetensors as one
+# decodes with models/g2p-cmudict.safetensors and the models MHA_G2P_ENSEMBLE names (files
+# of models/, colon-separated; default g2p-cmudict-2.safetensors) as one
 # (`mha-g2p eval --ensemble`: their log-probabilities averaged at each step): the validation
 # words (greedy and beam BEAM, to choose the decoding without the test words), then the test
 # words greedy, with beam 4 and beam 8 (length normalisation ALPHA), at 2 threads; with
@@ -14,7 +15,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 g2p=${MHA_G2P:-$root/build/mha-g2p}
 beam=$1 alpha=$2 weight=${3:-}
-a=$root/models/g2p-cmudict.safetensors b=$root/models/g2p-cmudict-2.safetensors
+names=${MHA_G2P_ENSEMBLE:-g2p-cmudict-2.safetensors}
+a=$root/models/g2p-cmudict.safetensors
+b=$(echo "$names" | tr ':' '\n' | sed "s|^|$root/models/|" | paste -sd:)
 r=$root/models/g2p-cmudict-r2l.safetensors
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -33,9 +36,10 @@ if [ -n "$weight" ]; then
   done
 fi
 python3 - "$out" "$root/models/g2p-cmudict-ensemble.json" "$beam" "$alpha" \
-  "$(git -C "$root" rev-parse --short HEAD)" "$weight" <<'PY'
+  "$(git -C "$root" rev-parse --short HEAD)" "$weight" "$names" <<'PY'
 import json, os, sys
-out, dst, beam, alpha, commit, weight = sys.argv[1:7]
+out, dst, beam, alpha, commit, weight, names = sys.argv[1:8]
+others = names.split(":")
 ev = lambda d: json.load(open(os.path.join(out, d, "eval.json")))
 def nums(o):
     return {k: o[k] for k in ("words", "wer", "per", "wer_stress", "per_stress", "words_per_second")}
@@ -43,10 +47,10 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 v, t4, t8 = ev("valid"), ev("test4"), ev("test8")
 doc = {
     "format": "mha-g2p-ensemble 1",
-    "models": ["g2p-cmudict.safetensors", "g2p-cmudict-2.safetensors"],
+    "models": ["g2p-cmudict.safetensors"] + others,
     "how": "mha-g2p eval|pronounce --model models/g2p-cmudict.safetensors --ensemble "
-           "models/g2p-cmudict-2.safetensors: the two models' log-probabilities averaged at "
-           "each step",
+           "%s: the %d models' log-probabilities averaged at each step" % (
+               ":".join("models/" + n for n in others), 1 + len(others)),
     "commit": commit,
     "machine": "%s, %d cores, 2 threads" % (cpu, os.cpu_count()),
     "decoding": {"recommended_beam": int(beam), "alpha": float(alpha)},

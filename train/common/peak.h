@@ -15,6 +15,8 @@
 #ifndef TRAIN_PEAK_H
 #define TRAIN_PEAK_H
 
+#include <stddef.h>
+
 /* The instruction sets the loop can run, widest last. */
 typedef enum peak_isa {
     PEAK_ISA_AUTO = 0, /* the widest the CPU supports (peak_measure resolves it) */
@@ -62,5 +64,49 @@ double peak_gflops(const peak_loop *loop, int threads, int runs, double seconds,
  * with `threads` threads: the fastest of 8 runs of ~10 ms (~0.1 s in all; a run slowed
  * by another process on the core is discarded). 0 when it cannot be measured. */
 double peak_training_gflops(int bf16, int threads);
+
+/* ---- the MFU's denominator on a busy machine (peak_cache.c) ----------------------------- */
+
+enum { PEAK_KEY_CAP = 512, PEAK_PATH_CAP = 4096 };
+
+/* The peak a training program divides by, and where it came from. */
+typedef struct peak_best {
+    double gflops;   /* the denominator: the larger of `measured` and `kept` (0: none)   */
+    double measured; /* peak_training_gflops now                                          */
+    double kept;     /* the fastest an earlier run on this CPU kept (0: none)             */
+    char cache[PEAK_PATH_CAP]; /* the cache file read, "" when none was                  */
+} peak_best;
+
+/* peak_training_gflops(bf16, threads), never below the fastest earlier measurement of the
+ * same loop and thread count on the same CPU model: with use_cache, the measurement is
+ * compared with the one kept in the cache file (peak_cache_path) and the faster one is the
+ * denominator; a faster measurement replaces the kept one. Another process can only slow
+ * the loop down, so the fastest ever measured is the nearest to the machine's peak, and an
+ * MFU divided by it does not jump up when the machine is busy at start. Nothing is printed;
+ * a cache that cannot be read or written leaves the measurement alone. Not thread-safe
+ * (a program calls it once, at start). */
+void peak_training_best(int bf16, int threads, int use_cache, peak_best *out);
+
+/* For a program's header line, where b->gflops came from: "" without a cache; else
+ * "; the fastest so far on this CPU, kept in PATH", or, when an earlier run's is the
+ * denominator, "; N now: the fastest of the earlier runs on this CPU, kept in PATH". */
+void peak_best_note(const peak_best *b, char *buf, size_t cap);
+
+/* The cache file: $MHA_PEAK_CACHE if set ("" or "off": none), else
+ * $XDG_CACHE_HOME/mha/peak.tsv (an absolute XDG_CACHE_HOME), else $HOME/.cache/mha/peak.tsv.
+ * Returns 0, or -1 when there is none. */
+int peak_cache_path(char *path, size_t cap);
+
+/* This CPU's key for a loop (peak_loop.name) and thread count: the loop, the threads and
+ * /proc/cpuinfo's model name, family, model and stepping of the first processor. Returns
+ * 0, or -1 without a model name (no key: nothing is kept) or when key[cap] is too small. */
+int peak_cache_key(const char *loop_name, int threads, char *key, size_t cap);
+
+/* In the cache file at path (its directory made if missing), the line of `key` keeps the
+ * highest GFLOP/s: *kept gets the value kept before (0: none); a `measured` above it
+ * replaces it, the file rewritten atomically under a lock (see peak_cache.c). Returns 0,
+ * or -1 when the file could not be written or the lock not taken (nothing changed then;
+ * *kept is still what could be read). A file that is not a peak cache is never written. */
+int peak_cache_update(const char *path, const char *key, double measured, double *kept);
 
 #endif

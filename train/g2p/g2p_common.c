@@ -196,7 +196,8 @@ void g2p_defaults(g2p_config *c)
  *   activations: per encoder block 9·B·S·C + 2·B·S·F + B·H·S² (as a GPT block), per
  *     decoder block 14·B·T·C + 2·B·T·F + B·H·T·(T + S) (self- and cross-attention), and
  *     the logits with their gradient 2·B·T·Vt; 4 bytes each. */
-double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt)
+void g2p_memory_estimate(const g2p_config *cfg, size_t Vs, size_t Vt, double *params,
+                         double *acts)
 {
     const double C = (double)cfg->dim, F = cfg->mlp_dim ? (double)cfg->mlp_dim : 4.0 * C;
     const double Le = (double)cfg->enc_layers, Ld = (double)cfg->dec_layers;
@@ -205,10 +206,16 @@ double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt)
     const double P = ((double)Vs + (double)Vt + S + T) * C +
                      Le * (4 * C * C + 2 * F * C + F + 9 * C) +
                      Ld * (8 * C * C + 2 * F * C + F + 15 * C) + 4 * C;
-    const double params = 16.0 * P;
-    const double acts = 4.0 * (Le * (9 * B * S * C + 2 * B * S * F + B * H * S * S) +
-                               Ld * (14 * B * T * C + 2 * B * T * F + B * H * T * (T + S)) +
-                               2 * B * T * (double)Vt);
+    *params = 16.0 * P;
+    *acts = 4.0 * (Le * (9 * B * S * C + 2 * B * S * F + B * H * S * S) +
+                   Ld * (14 * B * T * C + 2 * B * T * F + B * H * T * (T + S)) +
+                   2 * B * T * (double)Vt);
+}
+
+double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt)
+{
+    double params, acts;
+    g2p_memory_estimate(cfg, Vs, Vt, &params, &acts);
     char config[160], batch[48];
     snprintf(config, sizeof config, "--enc-layers %zu --dec-layers %zu --dim %zu --batch %zu",
              cfg->enc_layers, cfg->dec_layers, cfg->dim, cfg->batch);

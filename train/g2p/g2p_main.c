@@ -40,6 +40,18 @@ static void usage(void)
     cli_print_options(G2P_EVAL_OPTS, G2P_N_EVAL_OPTS, &d);
     printf("\naverage options:\n");
     cli_print_options(G2P_AVERAGE_OPTS, G2P_N_AVERAGE_OPTS, &d);
+    /* the memory a default run needs on CMUdict (28 source, 72 target symbols) */
+    double params, acts;
+    g2p_memory_estimate(&d, 28, 72, &params, &acts);
+    char need[32];
+    cli_bytes_text(params + acts, need, sizeof need);
+    printf("\nMemory: train estimates what a run needs from its options before anything large "
+           "is allocated (parameters with their gradients and AdamW's two moments, 16 bytes "
+           "each; the activations of a batch), says it in its header, and refuses a run that "
+           "needs more than this machine's RAM or the address-space limit (exit status 2): "
+           "about %s for the defaults on CMUdict (--batch and --dim drive it). pronounce and "
+           "eval hold the weights twice (as trained, and laid out for decoding) with the "
+           "caches of 64 hypotheses: about 60 MiB with the committed model.\n", need);
     printf("\nExit status: 0 done, 1 runtime error, 2 bad option or input (pronounce: a word "
            "it cannot spell; the others are still pronounced; a corrupt or inconsistent "
            "checkpoint; train: --out in use by another run, or holding another run's "

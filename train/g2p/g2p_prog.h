@@ -107,6 +107,10 @@ typedef struct g2p_run {
  * before the model is allocated; exit 2 naming the bytes and the options that drive them
  * when it is more than this process may use (physical memory, RLIMIT_AS). Returns it. */
 double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt);
+/* That estimate alone, in bytes: parameters with their gradients and AdamW's moments, and
+ * the activations of a batch (see g2p_common.c). */
+void g2p_memory_estimate(const g2p_config *cfg, size_t Vs, size_t Vt, double *params,
+                         double *acts);
 
 /* Create the model of cfg for the vocabularies (copied) and batches of max_batch, and,
  * when with_optimizer, AdamW as mha-gpt's (β1 0.9, β2 cfg->beta2, eps 1e-8, decay on

@@ -317,12 +317,18 @@ static void print_header(const trainer *t)
            "dropout %g, label smoothing %g, %d threads, %s\n", (unsigned long long)c->steps,
            c->batch, c->lr, (unsigned long long)c->warmup, c->min_lr, c->dropout,
            c->label_smoothing, c->threads, CLI_PRECISION_NAMES[c->precision]);
+    char need[32];
+    cli_bytes_text(t->mem_need, need, sizeof need);
+    printf("  memory: about %s (estimated from the options: parameters, gradients, AdamW's "
+           "moments and a batch's activations)\n", need);
     if (c->resume[0])
         printf("  resumed from %s at step %llu\n", c->resume, (unsigned long long)t->r.step);
+    char note[PEAK_PATH_CAP + 128];
+    peak_best_note(&t->clk.peak_src, note, sizeof note);
     if (t->clk.peak > 0)
-        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s): the MFU's denominator\n",
+        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s%s): the MFU's denominator\n",
                t->clk.peak, CLI_PRECISION_NAMES[c->precision], c->threads,
-               dist_size() > 1 ? " a rank, all ranks" : "");
+               dist_size() > 1 ? " a rank, all ranks" : "", note);
     fflush(stdout);
 }
 
@@ -341,7 +347,8 @@ static void setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     /* several ranks: the same options, dictionary and checkpoint, before any decision */
     dist_agree_inputs(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, c, c->data, c->resume);
     read_data(t, ck != NULL, &src, &tgt);
-    g2p_check_memory(c, src.n, tgt.n); /* before the model, and before the directory */
+    /* before the model, and before the directory */
+    t->mem_need = g2p_check_memory(c, src.n, tgt.n);
     claim_out_dir(t, ck);
     build_model(t, ck, what, &src, &tgt);
     g2p_vocab_free(&src);
@@ -357,9 +364,12 @@ static void setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     csv->ctx = t;
     for (size_t k = 0; k < H_COLS; k++)
         t->last[k] = NAN;
-    /* the MFU's denominator: every rank's peak, measured at once (they share the cores) */
-    t->clk.peak = peak_training_gflops(c->precision == MHA_PRECISION_BF16, c->threads);
-    dist_sum(&t->clk.peak, 1);
+    /* the MFU's denominator: one process keeps the fastest measured on this CPU (peak.h);
+     * ranks measure at once (they share the cores) and sum theirs */
+    peak_training_best(c->precision == MHA_PRECISION_BF16, c->threads, dist_size() == 1,
+                       &t->clk.peak_src);
+    dist_sum(&t->clk.peak_src.measured, 1);
+    t->clk.peak = dist_size() == 1 ? t->clk.peak_src.gflops : t->clk.peak_src.measured;
     if (t->rank0)
         print_header(t);
 }

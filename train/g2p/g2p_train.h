@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "dist.h"
+#include "peak.h"
 #include "g2p_prog.h"
 #include "report.h"
 
@@ -24,7 +25,8 @@ typedef struct g2p_clock {
     double train_s;            /* seconds of training steps (evaluations excluded)   */
     double win_s, win_flops;   /* training seconds and model FLOPs since the last line */
     uint64_t win_steps, win_words;
-    double peak;               /* GFLOP/s: every rank's measured peak, summed (0: none) */
+    double peak;               /* GFLOP/s, the MFU's denominator (0: none): the peak's      */
+    peak_best peak_src;        /* measured now (every rank's, summed) or kept (one process) */
     double flops;              /* model FLOPs of this process's training steps           */
     uint64_t steps;            /* and how many                                          */
 } g2p_clock;
@@ -50,6 +52,7 @@ typedef struct trainer {
     char csv_path[CLI_PATH_CAP + 64];
     const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     size_t n_params;
+    double mem_need;           /* bytes the run needs, estimated (g2p_check_memory)   */
     double last[H_COLS];       /* the row of the last evaluation (NaN before any)   */
     g2p_clock clk;
     int stop_sig;              /* the signal (SIGINT or SIGTERM) a rank got, 0 if none */

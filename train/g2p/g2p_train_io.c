@@ -135,6 +135,7 @@ void g2p_write_summary(const trainer *t, const char *path, double wall, int comp
         cJSON_AddNumberToObject(root, "step_ms", 1e3 * k->train_s / (double)k->steps);
         if (k->peak > 0) {
             cJSON_AddNumberToObject(root, "peak_gflops", k->peak);
+            cJSON_AddNumberToObject(root, "peak_gflops_measured", k->peak_src.measured);
             cJSON_AddNumberToObject(root, "mfu", k->flops / k->train_s / (k->peak * 1e9));
         }
     }

@@ -334,10 +334,12 @@ static void print_header(const trainer *t)
         printf("  resumed from %s at step %llu%s\n", c->resume, (unsigned long long)t->r.step,
                t->ck_made != c->steps ? " (--steps changed: the remaining steps follow the "
                                         "schedule of the new --steps)" : "");
+    char note[PEAK_PATH_CAP + 128];
+    peak_best_note(&t->clk.peak_src, note, sizeof note);
     if (t->clk.peak > 0)
-        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s): the MFU's denominator, "
+        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s%s): the MFU's denominator, "
                "%.3g GFLOP a step\n", t->clk.peak, CLI_PRECISION_NAMES[c->precision],
-               c->threads, dist_size() > 1 ? " a rank, all ranks" : "",
+               c->threads, dist_size() > 1 ? " a rank, all ranks" : "", note,
                t->clk.flops_step * 1e-9);
     fflush(stdout);
 }
@@ -369,10 +371,13 @@ static int setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     claim_out_dir(t, ck);
     build_model(t, ck, what, n_threads);
     open_outputs(t, csv);
-    /* the MFU's denominator: every rank's peak, measured at once (they share the cores) */
+    /* the MFU's denominator: one process keeps the fastest measured on this CPU (peak.h);
+     * ranks measure at once (they share the cores) and sum theirs */
     t->clk.flops_step = step_flops(c, text_vocab_size(text_corpus_vocab(t->corpus)));
-    t->clk.peak = peak_training_gflops(c->precision == MHA_PRECISION_BF16, n_threads);
-    dist_sum(&t->clk.peak, 1);
+    peak_training_best(c->precision == MHA_PRECISION_BF16, n_threads, dist_size() == 1,
+                       &t->clk.peak_src);
+    dist_sum(&t->clk.peak_src.measured, 1);
+    t->clk.peak = dist_size() == 1 ? t->clk.peak_src.gflops : t->clk.peak_src.measured;
     if (t->rank0)
         print_header(t);
     return 0;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "dist.h"
+#include "peak.h"
 #include "gpt_prog.h"
 #include "report.h"
 #include "rundir.h"
@@ -27,7 +28,8 @@ typedef struct loop_clock {
     double win_s;              /* training seconds and steps since the last line shown */
     uint64_t win_steps;
     double flops_step;         /* model FLOPs of one step of the whole batch           */
-    double peak;               /* GFLOP/s: every rank's measured peak, summed (0: none) */
+    double peak;               /* GFLOP/s, the MFU's denominator (0: none): the peak's      */
+    peak_best peak_src;        /* measured now (every rank's, summed) or kept (one process) */
 } loop_clock;
 
 typedef struct trainer {

@@ -276,6 +276,7 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
      * peak of every rank (gpt_train.c's step_flops and peak.h) */
     if (t->clk.peak > 0 && t->clk.train_s > 0) {
         cJSON_AddNumberToObject(root, "peak_gflops", t->clk.peak);
+        cJSON_AddNumberToObject(root, "peak_gflops_measured", t->clk.peak_src.measured);
         cJSON_AddNumberToObject(root, "mfu", t->clk.flops_step * (double)t->loop_steps /
                                                  t->clk.train_s / (t->clk.peak * 1e9));
     }

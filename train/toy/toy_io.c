@@ -370,6 +370,7 @@ void write_summary(const run_state *rs, const char *path, double wall, double to
         cJSON_AddNumberToObject(root, "step_ms", 1e3 * rs->train_s / (double)rs->train_steps);
         if (rs->peak > 0) {
             cJSON_AddNumberToObject(root, "peak_gflops", rs->peak);
+            cJSON_AddNumberToObject(root, "peak_gflops_measured", rs->peak_src.measured);
             cJSON_AddNumberToObject(root, "mfu", rs->flops_step * (double)rs->train_steps /
                                                      rs->train_s / (rs->peak * 1e9));
         }

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "mha.h"
 #include "mha_optim.h"
+#include "peak.h"
 #include "report.h"
 #include "rundir.h"
 #include "toy_model.h"
@@ -87,8 +88,10 @@ typedef struct run_state {
     double t_start;      /* report_now() when this process started                    */
     int n_threads;       /* the threads it runs on (--threads, 0 resolved)             */
     /* this process's training steps (evaluations excluded), for summary.json: their
-     * seconds and number, the model FLOPs of one, the measured peak GFLOP/s (0: none) */
+     * seconds and number, the model FLOPs of one, the MFU's denominator in GFLOP/s (0:
+     * none) and where it came from (peak.h: measured now or kept from an earlier run) */
     double train_s, flops_step, peak;
+    peak_best peak_src;
     uint64_t train_steps;
     report_history hist; /* loss, lr, grad norm, held-out token and sequence accuracy
                             (NaN unless evaluated), time, tokens/s; init: the evaluation

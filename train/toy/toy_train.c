@@ -160,9 +160,11 @@ static void print_header(const train_loop *tl, const resume_info *ri)
                (unsigned long long)tl->rs->step,
                ri->steps != cfg->steps ? " (--steps changed: the remaining steps follow the "
                                          "schedule of the new --steps)" : "");
+    char note[PEAK_PATH_CAP + 128];
+    peak_best_note(&tl->rs->peak_src, note, sizeof note);
     if (tl->rs->peak > 0)
-        printf("  measured peak %.0f GFLOP/s (fp32, %d thread(s)): the MFU's denominator, "
-               "%.3g GFLOP a step\n", tl->rs->peak, tl->rs->n_threads,
+        printf("  measured peak %.0f GFLOP/s (fp32, %d thread(s)%s): the MFU's denominator, "
+               "%.3g GFLOP a step\n", tl->rs->peak, tl->rs->n_threads, note,
                tl->rs->flops_step * 1e-9);
     fflush(stdout);
 }
@@ -183,7 +185,8 @@ static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size
     tl->sched = (mha_lr_schedule){.base_lr = cfg->lr, .min_lr = cfg->min_lr,
                                   .warmup_steps = cfg->warmup, .total_steps = cfg->steps};
     rs->flops_step = step_flops(&rs->mcfg, cfg->batch);
-    rs->peak = peak_training_gflops(0, rs->n_threads);
+    peak_training_best(0, rs->n_threads, 1, &rs->peak_src); /* fastest kept (peak.h) */
+    rs->peak = rs->peak_src.gflops;
     print_header(tl, ri);
     report_progress_start(&tl->prog);
     report_progress_mode(&tl->prog, cfg->progress, 0);
