@@ -40,9 +40,14 @@ static void usage(void)
     cli_print_options(G2P_EVAL_OPTS, G2P_N_EVAL_OPTS, &d);
     printf("\naverage options:\n");
     cli_print_options(G2P_AVERAGE_OPTS, G2P_N_AVERAGE_OPTS, &d);
-    /* the memory a default run needs on CMUdict (28 source, 72 target symbols) */
+    /* the memory a default run needs on CMUdict: 28 source and 72 target symbols, and the
+     * positions a run takes from it (its longest word, 34 letters; its longest
+     * pronunciation, 32 phones, and <s>) */
+    g2p_config cm = d;
+    cm.src_context = cm.src_context ? cm.src_context : 34;
+    cm.tgt_context = cm.tgt_context ? cm.tgt_context : 33;
     double params, acts;
-    g2p_memory_estimate(&d, 28, 72, &params, &acts);
+    g2p_memory_estimate(&cm, 28, 72, &params, &acts);
     char need[32];
     cli_bytes_text(params + acts, need, sizeof need);
     printf("\nMemory: train estimates what a run needs from its options before anything large "
