@@ -1,0 +1,104 @@
+/*
+ * libmha_g2p's insides (src/g2p/): the handle, and what its three sources share —
+ *   mha_g2p.c       opening models (an ensemble, rescoring models), lexicons, settings;
+ *   g2p_words.c     the answers' strings, a word's spellings, lexicon lookup;
+ *   g2p_pronounce.c the model's batches and the pronounce calls.
+ * Not installed; nothing here is visible outside the library.
+ */
+#ifndef MHA_G2P_LIB_H
+#define MHA_G2P_LIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "g2p_data.h"
+#include "g2p_internal.h"
+#include "g2p_rescore.h"
+#include "mha.h"
+#include "mha_g2p.h"
+#include "mha_s2s.h"
+
+/* The sizes that set the memory of decoding (the key/value caches hold DECODE_ROWS rows,
+ * the encoder's activations ENCODE_BATCH words); a build may choose others. Chosen with
+ * bench/g2p_rows.sh (pronounce, 12,362 words, 2 threads): 128/16 ran greedy at 1,944 words/s
+ * in 93 MiB, 64/8 at 1,673 in 62 MiB (beam 4: 779 → 709 words/s, 94 → 63 MiB), 32/8 at
+ * 1,633 in 50 MiB (beam 4 620): 64/8 keeps both under 64 MiB for the least speed. */
+#ifndef MHA_G2P_ENCODE_BATCH
+#define MHA_G2P_ENCODE_BATCH 8
+#endif
+#ifndef MHA_G2P_DECODE_ROWS
+#define MHA_G2P_DECODE_ROWS 64
+#endif
+enum {
+    ENCODE_BATCH = MHA_G2P_ENCODE_BATCH, /* words the model's encoder takes at once       */
+    DECODE_ROWS = MHA_G2P_DECODE_ROWS,   /* hypotheses decoded at once (/ beam: words)    */
+    SHOWN_BYTES = 64,   /* of a word in a message                                         */
+    MAX_MODELS = 8      /* of an ensemble                                                 */
+};
+
+typedef struct lexicon {
+    g2p_dict d; /* looked up with g2p_dict_find: the table its parse made */
+} lexicon;
+
+/* One answer while a call runs: its phones are arena[off ..] (pointers are made at the
+ * end, as the arena may move while it grows). */
+typedef struct answer {
+    size_t off, word_off;
+    double logprob;
+    int source, lexicon;
+} answer;
+
+struct mha_g2p {
+    size_t n_models;
+    mha_s2s *m[MAX_MODELS];      /* m[0] the model opened, the others its ensemble       */
+    mha_s2s_infer *inf[MAX_MODELS];
+    int threads;
+    int unverified; /* a model without checksums was opened */
+    int reverse;    /* the models write right to left (answers are turned around)       */
+    mha_s2s *rm[MAX_MODELS];     /* rescoring models (mha_g2p_add_rescorer)               */
+    size_t n_rm;
+    int rm_reverse;              /* they write right to left                              */
+    double rweight;              /* mha_g2p_set_rescore_weight                            */
+    g2p_rescorer resc;           /* their caches, remade when one is added                */
+    size_t *perm;                /* [DECODE_ROWS] the rescored order of a batch's lists   */
+    g2p_vocab src, tgt;
+    size_t max_src, max_tgt, beam;
+    double alpha;
+    char data[4096];
+    lexicon *lex;
+    size_t n_lex;
+    char *arena; /* the strings of the answers of the last call                          */
+    size_t arena_len, arena_cap;
+    answer *ans;
+    size_t n_ans, cap_ans;
+    /* decoding scratch, grown as needed */
+    int32_t *ids, *srcbuf, *tok;
+    size_t *ids_off, *ids_len, *order, *lens, *tlen;
+    double *lp;
+    mha_s2s_hyp *hyps;
+};
+
+/* One-line messages: the g2p sources' formatter (g2p_internal.h). */
+#define set_err(err, errlen, ...) ((void)g2p__fail(MHA_OK, (err), (errlen), __VA_ARGS__))
+
+/* ---- g2p_words.c ---------------------------------------------------------------------- */
+
+/* Append s[0..n) and a NUL to the arena; its offset in *off. */
+int g2p__arena_put(mha_g2p *g, const char *s, size_t n, size_t *off);
+/* Append the symbols sym[0..n) joined by spaces (stress digits removed when no_stress). */
+int g2p__arena_join(mha_g2p *g, const char *const *sym, size_t n, int no_stress, size_t *off);
+/* Append an answer: phones at arena offset off, the word as spelled at word_off. */
+int g2p__add_answer(mha_g2p *g, size_t off, size_t word_off, double logprob, int source,
+                    int lex);
+/* The word with U+2019 read as an apostrophe, in a new string (NULL: out of memory). */
+char *g2p__normalised(const char *word);
+/* Look word up in the lexicons (each spelling, each lexicon in order): the answers of the
+ * first that lists it. *found 1 if one did. */
+int g2p__lookup(mha_g2p *g, const char *word, unsigned flags, size_t nbest, int *found);
+/* Source ids of word (as is, upper-, lower-cased: the first the alphabet spells) into ids
+ * [max_src]; the length in *len, the spelling's arena offset in *woff. whole: the
+ * hyphenated word `word` is a part of (for messages), or NULL. */
+int g2p__spell(mha_g2p *g, const char *word, const char *whole, int32_t *ids, size_t *len,
+               size_t *woff, char *err, size_t errlen);
+
+#endif /* MHA_G2P_LIB_H */

@@ -1,0 +1,419 @@
+/*
+ * libmha_g2p: pronouncing — the lexicons first, a hyphenated word by its parts, the rest by
+ * the model (or ensemble) in batches of similar length, rescored when rescoring models were
+ * added (src/g2p/g2p_lib.h).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "g2p_lib.h"
+
+
+/* Grow the decoding scratch for n words. */
+static int scratch(mha_g2p *g, size_t n)
+{
+    const size_t S = g->max_src, L = g->max_tgt, K = MHA_G2P_MAX_NBEST;
+    const size_t rows = DECODE_ROWS;
+    free(g->ids);
+    free(g->ids_off);
+    free(g->ids_len);
+    free(g->order);
+    g->ids = calloc(n * S + 1, sizeof *g->ids);
+    g->ids_off = calloc(n + 1, sizeof *g->ids_off);
+    g->ids_len = calloc(n + 1, sizeof *g->ids_len);
+    g->order = calloc(n + 1, sizeof *g->order);
+    if (!g->srcbuf) {
+        g->srcbuf = calloc(rows * S, sizeof *g->srcbuf);
+        g->lens = calloc(rows, sizeof *g->lens);
+        g->tok = calloc(rows * K * L, sizeof *g->tok);
+        g->tlen = calloc(rows * K, sizeof *g->tlen);
+        g->lp = calloc(rows * K, sizeof *g->lp);
+        g->hyps = calloc(rows * K, sizeof *g->hyps);
+    }
+    return g->ids && g->ids_off && g->ids_len && g->order && g->srcbuf && g->lens && g->tok &&
+                   g->tlen && g->lp && g->hyps
+               ? MHA_OK
+               : MHA_ENOMEM;
+}
+
+/* order[0..n) = the words by length, then index (a counting sort: lengths are at most
+ * max_src <= 256; no global state, so handles in several threads never meet). */
+static void sort_by_length(size_t n, const size_t *len, size_t max_len, size_t *order)
+{
+    size_t count[257] = {0};
+    for (size_t j = 0; j < n; j++)
+        count[len[j] <= max_len ? len[j] : max_len]++;
+    size_t start = 0;
+    for (size_t l = 0; l <= max_len && l < 257; l++) {
+        const size_t c = count[l];
+        count[l] = start;
+        start += c;
+    }
+    for (size_t j = 0; j < n; j++)
+        order[count[len[j] <= max_len ? len[j] : max_len]++] = j;
+}
+
+/* Decode the n words of ids (word j: g->ids[j·S ..] of length g->ids_len[j]) in batches of
+ * similar length; word j's hypotheses go to res[j·nbest ..] (tokens [nbest, L]) with
+ * res_len, res_lp. */
+static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_len,
+                  double *res_lp)
+{
+    const size_t S = g->max_src, L = g->max_tgt;
+    const size_t K = g->beam > nbest ? g->beam : nbest;
+    const int greedy = K == 1, resc = !greedy && g->resc.n > 0;
+    const size_t KD = resc ? K : nbest; /* the beam's list: all of it when rescored */
+    const size_t batch = DECODE_ROWS / K > 0 ? DECODE_ROWS / K : 1;
+    sort_by_length(n, g->ids_len, S < 256 ? S : 256, g->order);
+    for (size_t b0 = 0; b0 < n; b0 += batch) {
+        const size_t B = n - b0 < batch ? n - b0 : batch;
+        size_t Sb = 1;
+        for (size_t b = 0; b < B; b++)
+            Sb = g->ids_len[g->order[b0 + b]] > Sb ? g->ids_len[g->order[b0 + b]] : Sb;
+        for (size_t b = 0; b < B; b++) {
+            const size_t w = g->order[b0 + b];
+            memset(g->srcbuf + b * Sb, 0, Sb * sizeof *g->srcbuf);
+            memcpy(g->srcbuf + b * Sb, g->ids + w * S, g->ids_len[w] * sizeof *g->srcbuf);
+            g->lens[b] = g->ids_len[w];
+        }
+        int st;
+        if (greedy)
+            st = mha_s2s_ensemble_greedy(g->n_models, g->m, g->inf, B, Sb, g->srcbuf, g->lens,
+                                         G2P_BOS, G2P_EOS, L, g->tok, g->tlen, g->lp);
+        else
+            st = mha_s2s_ensemble_beam(g->n_models, g->m, g->inf, B, Sb, g->srcbuf, g->lens,
+                                       G2P_BOS, G2P_EOS, L, K, KD, g->alpha, g->hyps, g->tok);
+        if (st == MHA_OK && resc)
+            st = g2p_rescore(&g->resc, B, KD, Sb, g->srcbuf, g->lens, g->tok, g->reverse,
+                             g->alpha, g->hyps, g->perm);
+        if (st != MHA_OK)
+            return st;
+        for (size_t b = 0; b < B; b++) {
+            const size_t w = g->order[b0 + b];
+            for (size_t k = 0; k < (greedy ? 1 : nbest); k++) {
+                const size_t in = greedy ? b : b * KD + (resc ? g->perm[b * KD + k] : k);
+                const size_t o = w * nbest + k;
+                const size_t len = greedy ? g->tlen[b] : g->hyps[in].len;
+                memcpy(res + o * L, g->tok + in * L, len * sizeof *res);
+                if (g->reverse) /* into reading order */
+                    for (size_t i = 0; i < len / 2; i++) {
+                        const int32_t t = res[o * L + i];
+                        res[o * L + i] = res[o * L + len - 1 - i];
+                        res[o * L + len - 1 - i] = t;
+                    }
+                res_len[o] = len;
+                res_lp[o] = greedy ? g->lp[b] : g->hyps[in].logprob;
+            }
+            for (size_t k = greedy ? 1 : nbest; k < nbest; k++) /* not written: none */
+                res_lp[w * nbest + k] = -INFINITY;
+        }
+    }
+    return MHA_OK;
+}
+
+/* ---- pronouncing ---------------------------------------------------------------------- */
+
+/* What the batch call builds per word before the model runs. */
+typedef struct pending {
+    size_t first_ans, n_ans; /* its answers (lexicon, parts) so far                       */
+    int status;
+    int model;               /* 1: asks the model (word index in the model's list: slot)  */
+    size_t slot, woff;
+} pending;
+
+/* The answers of the word (lexicon, or parts of a hyphenated word, or a model request). */
+static int prepare(mha_g2p *g, const char *word, unsigned flags, size_t nbest, pending *pw,
+                   size_t *n_model, char *err, size_t errlen);
+
+/* Pronounce each part of a hyphenated word (lexicon or model, the best answer), joined. */
+static int parts(mha_g2p *g, const char *word, unsigned flags, char *err, size_t errlen,
+                 int *done)
+{
+    *done = 0;
+    if (!strchr(word, '-') || word[0] == '-' || word[strlen(word) - 1] == '-' ||
+        strstr(word, "--") || g2p_vocab_find(&g->src, "-") >= 0)
+        return MHA_OK;
+    char *w = malloc(strlen(word) + 1);
+    if (!w)
+        return MHA_ENOMEM;
+    strcpy(w, word);
+    size_t np = 1;
+    for (char *p = w; *p; p++)
+        np += *p == '-';
+    const char **part = calloc(np, sizeof *part);
+    char **ph = calloc(np, sizeof *ph);
+    char **spelled = calloc(np, sizeof *spelled);
+    int st = part && ph && spelled ? MHA_OK : MHA_ENOMEM;
+    size_t k = 0;
+    for (char *p = w, *q; st == MHA_OK && p; p = q) {
+        q = strchr(p, '-');
+        if (q)
+            *q++ = '\0';
+        part[k++] = p;
+    }
+    double lp = 0.0;
+    for (size_t i = 0; st == MHA_OK && i < np; i++) {
+        const size_t a0 = g->n_ans;
+        pending pw;
+        size_t nm = 0;
+        if ((st = prepare(g, part[i], flags, 1, &pw, &nm, err, errlen)) != MHA_OK)
+            break;
+        if (pw.model) { /* the model, for this part alone */
+            const size_t L = g->max_tgt;
+            int32_t *tok = malloc(L * sizeof *tok);
+            size_t tl = 0;
+            double plp = 0.0;
+            if (!tok || (st = scratch(g, 1)) != MHA_OK) {
+                free(tok);
+                st = MHA_ENOMEM;
+                break;
+            }
+            size_t len;
+            size_t woff;
+            if ((st = g2p__spell(g, part[i], word, g->ids, &len, &woff, err, errlen)) == MHA_OK) {
+                g->ids_len[0] = len;
+                st = decode(g, 1, 1, tok, &tl, &plp);
+            }
+            if (st == MHA_OK) {
+                const char **sym = calloc(tl + 1, sizeof *sym);
+                size_t off;
+                if (!sym) {
+                    st = MHA_ENOMEM;
+                } else {
+                    for (size_t t = 0; t < tl; t++)
+                        sym[t] = g->tgt.sym[tok[t]];
+                    st = g2p__arena_join(g, sym, tl, (flags & MHA_G2P_NO_STRESS) != 0, &off);
+                    free(sym);
+                }
+                if (st == MHA_OK && !(ph[i] = strdup(g->arena + off)))
+                    st = MHA_ENOMEM;
+                if (st == MHA_OK && !(spelled[i] = strdup(g->arena + woff)))
+                    st = MHA_ENOMEM;
+                lp += plp;
+            }
+            free(tok);
+        } else {
+            if (!(ph[i] = strdup(g->arena + g->ans[a0].off)) ||
+                !(spelled[i] = strdup(g->arena + g->ans[a0].word_off)))
+                st = MHA_ENOMEM;
+            lp += g->ans[a0].logprob;
+        }
+        g->n_ans = a0; /* a part's answer is not the word's */
+    }
+    if (st == MHA_OK) {
+        size_t total = 0, wtotal = 0;
+        for (size_t i = 0; i < np; i++) {
+            total += strlen(ph[i]) + 1;
+            wtotal += strlen(spelled[i]) + 1;
+        }
+        char *joined = malloc(total + 1), *wj = malloc(wtotal + 1);
+        if (!joined || !wj) {
+            st = MHA_ENOMEM;
+        } else {
+            joined[0] = wj[0] = '\0';
+            for (size_t i = 0; i < np; i++) {
+                if (i) {
+                    strcat(joined, " ");
+                    strcat(wj, "-");
+                }
+                strcat(joined, ph[i]);
+                strcat(wj, spelled[i]);
+            }
+            size_t off, woff;
+            if ((st = g2p__arena_put(g, joined, strlen(joined), &off)) == MHA_OK &&
+                (st = g2p__arena_put(g, wj, strlen(wj), &woff)) == MHA_OK)
+                st = g2p__add_answer(g, off, woff, lp, MHA_G2P_SOURCE_PARTS, -1);
+            *done = st == MHA_OK;
+        }
+        free(joined);
+        free(wj);
+    }
+    for (size_t i = 0; i < np && ph && spelled; i++) {
+        free(ph[i]);
+        free(spelled[i]);
+    }
+    free(ph);
+    free(spelled);
+    free(part);
+    free(w);
+    return st;
+}
+
+static int prepare(mha_g2p *g, const char *word, unsigned flags, size_t nbest, pending *pw,
+                   size_t *n_model, char *err, size_t errlen)
+{
+    memset(pw, 0, sizeof *pw);
+    pw->first_ans = g->n_ans;
+    int st = MHA_OK, found = 0;
+    if (!(flags & MHA_G2P_NO_LEXICON) &&
+        (st = g2p__lookup(g, word, flags, nbest, &found)) != MHA_OK)
+        return st;
+    if (!found && (st = parts(g, word, flags, err, errlen, &found)) != MHA_OK)
+        return st;
+    if (found) {
+        pw->n_ans = g->n_ans - pw->first_ans;
+        return MHA_OK;
+    }
+    pw->model = 1;
+    pw->slot = (*n_model)++;
+    return MHA_OK;
+}
+
+/* A word failed with status s and message msg: its status, and the call's first failure
+ * (status and message) when it is the first. */
+static void word_failed(int *status, int s, const char *msg, int *first_bad, char *err,
+                        size_t errlen)
+{
+    *status = s;
+    if (*first_bad == MHA_OK) {
+        *first_bad = s;
+        set_err(err, errlen, "%s", msg);
+    }
+}
+
+int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words,
+                            unsigned flags, size_t nbest, mha_g2p_pron *out, size_t *n_out,
+                            int *status, char *err, size_t errlen)
+{
+    if (!g || (n_words && (!words || !out || !n_out || !status)) || nbest == 0 ||
+        nbest > MHA_G2P_MAX_NBEST || (flags & ~(unsigned)(MHA_G2P_NO_STRESS |
+                                                          MHA_G2P_NO_LEXICON))) {
+        set_err(err, errlen, "mha_g2p_pronounce: a NULL argument, nbest %zu outside [1, %d] "
+                "or unknown flags", nbest, MHA_G2P_MAX_NBEST);
+        return MHA_EINVAL;
+    }
+    g->arena_len = 0;
+    g->n_ans = 0;
+    for (size_t i = 0; i < n_words; i++) {
+        n_out[i] = 0;
+        status[i] = MHA_OK;
+    }
+    pending *pw = calloc(n_words + 1, sizeof *pw);
+    char **norm = calloc(n_words + 1, sizeof *norm);
+    int st = pw && norm ? MHA_OK : MHA_ENOMEM;
+    int first_bad = MHA_OK;
+    size_t n_model = 0;
+    /* 1. lexicons and hyphenated words; the rest is the model's */
+    for (size_t i = 0; st == MHA_OK && i < n_words; i++) {
+        if (!words[i]) {
+            status[i] = MHA_EINVAL;
+            if (first_bad == MHA_OK) {
+                first_bad = MHA_EINVAL;
+                set_err(err, errlen, "word %zu: NULL", i);
+            }
+            continue;
+        }
+        if (!(norm[i] = g2p__normalised(words[i]))) {
+            st = MHA_ENOMEM;
+            break;
+        }
+        char e2[512] = "";
+        const int s = prepare(g, norm[i], flags, nbest, &pw[i], &n_model, e2, sizeof e2);
+        if (s == MHA_ENOMEM) {
+            st = s;
+            break;
+        }
+        if (s != MHA_OK)
+            word_failed(&status[i], s, e2, &first_bad, err, errlen);
+    }
+    /* 2. the model, for the words no lexicon answered, in batches */
+    size_t n_dec = 0;
+    int32_t *res = NULL;
+    size_t *res_len = NULL, *dec_of = NULL;
+    double *res_lp = NULL;
+    if (st == MHA_OK && n_model > 0) {
+        const size_t S = g->max_src, L = g->max_tgt;
+        if ((st = scratch(g, n_model)) == MHA_OK) {
+            res = calloc(n_model * nbest * L + 1, sizeof *res);
+            res_len = calloc(n_model * nbest + 1, sizeof *res_len);
+            res_lp = calloc(n_model * nbest + 1, sizeof *res_lp);
+            dec_of = calloc(n_model + 1, sizeof *dec_of);
+            if (!res || !res_len || !res_lp || !dec_of)
+                st = MHA_ENOMEM;
+        }
+        for (size_t i = 0; st == MHA_OK && i < n_words; i++) {
+            if (!pw[i].model || status[i] != MHA_OK)
+                continue;
+            size_t len = 0;
+            char e2[512] = "";
+            const int s = g2p__spell(g, norm[i], NULL, g->ids + n_dec * S, &len, &pw[i].woff, e2,
+                                sizeof e2);
+            if (s == MHA_ENOMEM) {
+                st = s;
+                break;
+            }
+            if (s != MHA_OK) {
+                word_failed(&status[i], s, e2, &first_bad, err, errlen);
+                continue;
+            }
+            g->ids_len[n_dec] = len;
+            pw[i].slot = n_dec;
+            dec_of[n_dec++] = i;
+        }
+        if (st == MHA_OK && n_dec > 0 && (st = decode(g, n_dec, nbest, res, res_len, res_lp)))
+            set_err(err, errlen, "decoding: %s", mha_strerror(st));
+        for (size_t j = 0; st == MHA_OK && j < n_dec; j++) {
+            pending *p = &pw[dec_of[j]];
+            p->first_ans = g->n_ans;
+            for (size_t k = 0; k < nbest && st == MHA_OK; k++) {
+                const size_t o = j * nbest + k;
+                if (!isfinite(res_lp[o]))
+                    break; /* fewer hypotheses than nbest */
+                const char **sym = calloc(res_len[o] + 1, sizeof *sym);
+                size_t off;
+                if (!sym) {
+                    st = MHA_ENOMEM;
+                    break;
+                }
+                for (size_t t = 0; t < res_len[o]; t++)
+                    sym[t] = g->tgt.sym[res[o * L + t]];
+                st = g2p__arena_join(g, sym, res_len[o], (flags & MHA_G2P_NO_STRESS) != 0, &off);
+                free(sym);
+                if (st == MHA_OK)
+                    st = g2p__add_answer(g, off, p->woff, res_lp[o], MHA_G2P_SOURCE_MODEL, -1);
+            }
+            p->n_ans = g->n_ans - p->first_ans;
+        }
+    }
+    /* 3. pointers into the arena, now that it no longer moves */
+    for (size_t i = 0; st == MHA_OK && i < n_words; i++) {
+        if (status[i] != MHA_OK)
+            continue;
+        const size_t n = pw[i].n_ans < nbest ? pw[i].n_ans : nbest;
+        for (size_t k = 0; k < n; k++) {
+            const answer *a = &g->ans[pw[i].first_ans + k];
+            out[i * nbest + k] = (mha_g2p_pron){.phones = g->arena + a->off,
+                                                .word = g->arena + a->word_off,
+                                                .logprob = a->logprob, .source = a->source,
+                                                .lexicon = a->lexicon};
+        }
+        n_out[i] = n;
+    }
+    if (st != MHA_OK) {
+        for (size_t i = 0; i < n_words; i++)
+            n_out[i] = 0;
+        if (st == MHA_ENOMEM)
+            set_err(err, errlen, "out of memory");
+    }
+    for (size_t i = 0; norm && i < n_words; i++)
+        free(norm[i]);
+    free(norm);
+    free(pw);
+    free(res);
+    free(res_len);
+    free(res_lp);
+    free(dec_of);
+    return st != MHA_OK ? st : first_bad;
+}
+
+int mha_g2p_pronounce(mha_g2p *g, const char *word, unsigned flags, size_t nbest,
+                      mha_g2p_pron *out, size_t *n, char *err, size_t errlen)
+{
+    if (!word || !n) {
+        set_err(err, errlen, "mha_g2p_pronounce: a NULL argument");
+        return MHA_EINVAL;
+    }
+    int status;
+    return mha_g2p_pronounce_batch(g, 1, &word, flags, nbest, out, n, &status, err, errlen);
+}
