@@ -109,8 +109,8 @@ typedef struct g2p_dict {      /* a file as parsed, before any vocabulary       
     size_t max_src, max_tgt;   /* longest word (source symbols), pronunciation (tokens) */
     int format;                /* the format read: G2P_FMT_CMUDICT or G2P_FMT_TSV      */
     char *store;               /* private: the storage every string above points into  */
-    size_t *index;             /* private: [index_cap] word + 1 or 0, by FNV-1a of the word
-                                  (open addressing; g2p_dict_find)                     */
+    uint64_t *index;           /* private: [index_cap] the parse's g2p__smap of the words
+                                  (hash << 32 | word + 1, or 0; g2p_dict_find)         */
     size_t index_cap;          /* private: a power of two > 2 · W                      */
 } g2p_dict;
 

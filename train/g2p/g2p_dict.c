@@ -102,16 +102,22 @@ int g2p_split_of(const char *word)
 
 static size_t shash(const char *s) { return (size_t)g2p_fnv1a64(s, strlen(s)); }
 
+/* A slot of g2p__smap: its hash half, its index (index + 1 stored; 0 is empty). */
+static uint32_t slot_hash(uint64_t s) { return (uint32_t)(s >> 32); }
+static size_t slot_index(uint64_t s) { return (size_t)(s & 0xFFFFFFFFu) - 1; }
+
 int g2p__smap_get(g2p__smap *m, const char *const *keys, const char *key, size_t next, size_t *idx)
 {
+    if (next >= 0xFFFFFFFFu)
+        return -1; /* no room for index + 1 in a slot's half (files hold fewer entries) */
     if (2 * (m->n + 1) >= m->cap) {
         size_t cap = m->cap ? 2 * m->cap : 1024;
-        size_t *slot = calloc(cap, sizeof *slot);
+        uint64_t *slot = cap <= ((size_t)1 << 32) ? calloc(cap, sizeof *slot) : NULL;
         if (slot == NULL)
             return -1;
         for (size_t i = 0; i < m->cap; i++)
-            if (m->slot[i]) {
-                size_t h = shash(keys[m->slot[i] - 1]) & (cap - 1);
+            if (m->slot[i]) { /* cap <= 2^32: the stored low half of the hash places it */
+                size_t h = slot_hash(m->slot[i]) & (cap - 1);
                 while (slot[h])
                     h = (h + 1) & (cap - 1);
                 slot[h] = m->slot[i];
@@ -120,13 +126,14 @@ int g2p__smap_get(g2p__smap *m, const char *const *keys, const char *key, size_t
         m->slot = slot;
         m->cap = cap;
     }
-    size_t h = shash(key) & (m->cap - 1);
+    const uint32_t kh = (uint32_t)shash(key);
+    size_t h = kh & (m->cap - 1);
     for (; m->slot[h]; h = (h + 1) & (m->cap - 1))
-        if (strcmp(keys[m->slot[h] - 1], key) == 0) {
-            *idx = m->slot[h] - 1;
+        if (slot_hash(m->slot[h]) == kh && strcmp(keys[slot_index(m->slot[h])], key) == 0) {
+            *idx = slot_index(m->slot[h]);
             return 1;
         }
-    m->slot[h] = next + 1;
+    m->slot[h] = (uint64_t)kh << 32 | (uint64_t)(next + 1);
     m->n++;
     *idx = next;
     return 0;
@@ -403,7 +410,7 @@ static int parse_owned(char *buf, size_t len, const char *nm, int format, g2p_di
     }
     free(p.prons);
     free(p.wtext);
-    out.index = p.map.slot; /* its values are word indices + 1: g2p_dict_find */
+    out.index = p.map.slot; /* its slots index the words: g2p_dict_find */
     out.index_cap = p.map.cap;
     out.words = p.words;
     out.n_words = p.n_words;
@@ -469,9 +476,11 @@ size_t g2p_dict_find(const g2p_dict *d, const char *word)
     if (d == NULL || word == NULL || d->index_cap == 0)
         return SIZE_MAX;
     const size_t mask = d->index_cap - 1;
-    for (size_t h = shash(word) & mask; d->index[h]; h = (h + 1) & mask)
-        if (strcmp(d->words[d->index[h] - 1].text, word) == 0)
-            return d->index[h] - 1;
+    const uint32_t kh = (uint32_t)shash(word);
+    for (size_t h = kh & mask; d->index[h]; h = (h + 1) & mask)
+        if (slot_hash(d->index[h]) == kh &&
+            strcmp(d->words[slot_index(d->index[h])].text, word) == 0)
+            return slot_index(d->index[h]);
     return SIZE_MAX;
 }
 

@@ -28,11 +28,15 @@ size_t g2p__utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 /* Code points of the NUL-terminated string s, assumed valid UTF-8. */
 size_t g2p__utf8_count(const char *s);
 
-/* A set of strings: open addressing over indices into a caller's array of keys. */
+/* A set of strings: open addressing over indices into a caller's array of keys (fewer than
+ * 2^32 - 1). A slot holds the low 32 bits of its key's FNV-1a hash in its high half and
+ * index + 1 in its low half (0 = empty): a probe compares strings only when the hashes agree
+ * (a dictionary's words are then read once each, not at every probe that passes them), and
+ * growing moves slots by their stored hash, without reading a key. */
 typedef struct g2p__smap {
-    size_t *slot; /* [cap] 0 = empty, else index + 1                 */
-    size_t cap;   /* 0 or a power of two, > 2·n                      */
-    size_t n;     /* entries                                         */
+    uint64_t *slot; /* [cap] 0 = empty, else hash << 32 | (index + 1)  */
+    size_t cap;     /* 0 or a power of two, > 2·n, at most 2^32         */
+    size_t n;       /* entries                                         */
 } g2p__smap;
 
 /* Find key among keys[] (indexed through m). Found: *idx = its index, returns 1. Not found:
