@@ -7,6 +7,7 @@
  * against the file and ST_MAX_HEADER, and parsed (st_header.c) before any tensor data is
  * read; a FIFO or device is refused without waiting on it.
  */
+#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE, beside the build's _POSIX_C_SOURCE */
 #include "mha_safetensors.h"
 #include "st_internal.h"
 
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -323,12 +325,34 @@ static int read_header(int fd, const char *path, size_t size, mha_st_file **out,
     return MHA_OK;
 }
 
+/* Memory for a data section of n bytes (free()d). From 4 MiB up, aligned to 2 MiB and
+ * offered to the kernel for 2 MiB pages (transparent huge pages, which many systems give
+ * only to memory that asks: "madvise" in /sys/kernel/mm/transparent_hugepage/enabled):
+ * reading a model of 11 MB into it then takes a handful of page faults instead of ~2,800,
+ * which were a tenth of a first word's time in `mha-g2p pronounce`. Where huge pages are
+ * off, madvise fails or does nothing and the memory is ordinary. */
+static void *data_alloc(size_t n)
+{
+    const size_t huge = (size_t)2 << 20;
+#ifdef MADV_HUGEPAGE
+    if (n >= 2 * huge && n <= SIZE_MAX - huge) {
+        const size_t r = (n + huge - 1) & ~(huge - 1);
+        void *p = aligned_alloc(huge, r);
+        if (p != NULL) {
+            (void)madvise(p, r, MADV_HUGEPAGE);
+            return p;
+        }
+    }
+#endif
+    return malloc(n ? n : 1);
+}
+
 /* Step 2: the data section of f (whose size the header's tensors account for exactly),
  * after the 8 + n_header bytes of the file open at fd; the tensors attached to it. */
 static int read_data(int fd, const char *path, mha_st_file *f, uint64_t n_header, char *err,
                      size_t errlen)
 {
-    f->alloc = malloc(f->data_size ? f->data_size : 1);
+    f->alloc = data_alloc(f->data_size);
     if (f->alloc == NULL) {
         mha__st_set_err(err, errlen, "out of memory for the %zu-byte data section", f->data_size);
         return MHA_ENOMEM;
