@@ -19,7 +19,7 @@ run=$1 k=$2 beam=$3 alpha=$4
 name=${MHA_G2P_MODEL_NAME:-g2p-cmudict}
 shift 4
 command="$*"
-mapfile -t kept < <(ls "$run"/checkpoint-*.safetensors | sort -t- -k2 -n | tail -n "$k")
+mapfile -t kept < <(ls "$run"/checkpoint-*.safetensors | sort -V | tail -n "$k")
 [ "${#kept[@]}" -eq "$k" ] || { echo "make_g2p_model: fewer than $k kept checkpoints in $run" >&2; exit 2; }
 "$g2p" average "${kept[@]}" --out "$run/averaged.safetensors" --force
 "$g2p" eval --model "$run/averaged.safetensors" --words validation --out "$run/eval-valid"
