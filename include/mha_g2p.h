@@ -83,7 +83,11 @@ typedef struct mha_g2p_pron {
 
 /* Open a model of mha-g2p train (weights-only or a checkpoint; its checksums verified)
  * for decoding with `threads` threads (0 = all cores). Beam 1 (greedy), alpha 1. *out is
- * owned (mha_g2p_close). */
+ * owned (mha_g2p_close). The file is read and checked whole now (every error of a file is
+ * an error of this call); the model's weights are laid out for decoding, and its caches
+ * made, at the first word the model has to answer — a process whose words all come from
+ * lexicons never pays for them, and a pronounce call may then return MHA_ENOMEM. The same
+ * holds for mha_g2p_add_model and mha_g2p_add_rescorer. */
 MHA_API int mha_g2p_open(mha_g2p **out, const char *model_path, int threads, char *err,
                          size_t errlen);
 MHA_API void mha_g2p_close(mha_g2p *g);

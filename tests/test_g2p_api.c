@@ -6,7 +6,9 @@
  * with itself is the model, two handles in two threads, and every refusal with its status
  * and a message naming the file or the word. Runs on the committed model.
  */
+#include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,6 +550,81 @@ static void g2p_api_refusals(void **state)
     mha_g2p_close(NULL);
 }
 
+/* A tiny model of letters A..D and phones X Y Z saved in `dtype`; with a NaN as weight
+ * `poison` of tensor 0 when poison < SIZE_MAX. */
+static void tiny_typed(const char *path, mha_st_dtype dtype, size_t poison)
+{
+    char err[512];
+    static const char *const keys[] = {"format", "enc-layers", "dec-layers", "heads", "dim",
+                                       "mlp-dim", "src-context", "tgt-context", "src_vocab",
+                                       "tgt_vocab"};
+    static const char *const vals[] = {"mha-g2p/1", "1", "1", "2", "8", "16", "34", "33",
+                                       "[\"<pad>\",\"A\",\"B\",\"C\",\"D\"]",
+                                       "[\"<pad>\",\"<s>\",\"</s>\",\"X\",\"Y\",\"Z\"]"};
+    mha_s2s_config c = {.src_vocab = 5, .tgt_vocab = 6, .src_context = 34, .tgt_context = 33,
+                        .enc_layers = 1, .dec_layers = 1, .heads = 2, .dim = 8, .mlp_dim = 16,
+                        .seed = 5, .threads = 1};
+    mha_s2s *m;
+    assert_int_equal(mha_s2s_create(&m, &c, 1), MHA_OK);
+    if (poison != SIZE_MAX) {
+        mha_param_info in;
+        float *w;
+        mha_s2s_tensor(m, 0, &in, &w, NULL);
+        w[poison] = NAN;
+    }
+    assert_int_equal(mha_s2s_save(m, path, dtype, keys, vals, 10, err, sizeof err), MHA_OK);
+    mha_s2s_destroy(m);
+}
+
+/* Every weight is checked when the file is opened, though float32 weights are copied only
+ * at the first word the model answers: a NaN is refused at open, naming the tensor, in a
+ * float32 file as in a float64 one (copied at once). The same weights from float32 and
+ * float64 files answer alike, to the bit; a handle whose words came from a lexicon first
+ * answers from the model after. */
+static void g2p_api_weights_checked_at_open(void **state)
+{
+    (void)state;
+    char err[1024], p32[600], p64[600], bad[600];
+    mha_g2p *g = NULL;
+    tiny_typed(path_in("w32.safetensors", p32, sizeof p32), MHA_ST_F32, SIZE_MAX);
+    tiny_typed(path_in("w64.safetensors", p64, sizeof p64), MHA_ST_F64, SIZE_MAX);
+    const mha_st_dtype types[2] = {MHA_ST_F32, MHA_ST_F64};
+    for (int t = 0; t < 2; t++) {
+        tiny_typed(path_in("nan.safetensors", bad, sizeof bad), types[t], 3);
+        assert_int_equal(mha_g2p_open(&g, bad, 1, err, sizeof err), MHA_EFORMAT);
+        assert_null(g);
+        assert_non_null(strstr(err, "nan.safetensors: tensor src_emb.weight[3] is nan"));
+    }
+    mha_g2p *a = NULL, *b = NULL;
+    assert_int_equal(mha_g2p_open(&a, p32, 1, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_open(&b, p64, 1, err, sizeof err), MHA_OK);
+    char lex[600];
+    write_bytes(path_in("abc.dict", lex, sizeof lex), "ABC  X Y Z\n", 11);
+    assert_int_equal(mha_g2p_add_lexicon(a, lex, NULL, err, sizeof err), MHA_OK);
+    static const char *const words[] = {"abc", "dcba", "bad", "c"};
+    mha_g2p_pron pa[4 * 3], pb[4 * 3];
+    size_t na[4], nb[4];
+    int sa[4], sb[4];
+    assert_int_equal(mha_g2p_pronounce(a, "abc", 0, 1, pa, na, err, sizeof err), MHA_OK);
+    assert_int_equal(pa[0].source, MHA_G2P_SOURCE_LEXICON);
+    assert_int_equal(mha_g2p_set_beam(a, 3, 1.0), MHA_OK);
+    assert_int_equal(mha_g2p_set_beam(b, 3, 1.0), MHA_OK);
+    assert_int_equal(mha_g2p_pronounce_batch(a, 4, words, MHA_G2P_NO_LEXICON, 3, pa, na, sa,
+                                             err, sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_pronounce_batch(b, 4, words, 0, 3, pb, nb, sb, err, sizeof err),
+                     MHA_OK);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(na[i], nb[i]);
+        for (size_t k = 0; k < na[i]; k++) {
+            assert_int_equal(pa[i * 3 + k].source, MHA_G2P_SOURCE_MODEL);
+            assert_string_equal(pa[i * 3 + k].phones, pb[i * 3 + k].phones);
+            assert_true(pa[i * 3 + k].logprob == pb[i * 3 + k].logprob);
+        }
+    }
+    mha_g2p_close(a);
+    mha_g2p_close(b);
+}
+
 /* One handle per thread: two threads pronouncing the same words at once get what one
  * thread gets. */
 typedef struct job {
@@ -607,6 +684,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_api_ensemble, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_reverse_and_rescore, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_weights_checked_at_open, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_two_threads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

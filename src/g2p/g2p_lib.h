@@ -17,6 +17,7 @@
 #include "mha.h"
 #include "mha_g2p.h"
 #include "mha_s2s.h"
+#include "mha_safetensors.h"
 
 /* The sizes that set the memory of decoding (the key/value caches hold DECODE_ROWS rows,
  * the encoder's activations ENCODE_BATCH words); a build may choose others. Chosen with
@@ -51,7 +52,10 @@ typedef struct answer {
 struct mha_g2p {
     size_t n_models;
     mha_s2s *m[MAX_MODELS];      /* m[0] the model opened, the others its ensemble       */
-    mha_s2s_infer *inf[MAX_MODELS];
+    mha_s2s_infer *inf[MAX_MODELS]; /* made at the first word the model answers (NULL
+                                       before: g2p__ready)                               */
+    mha_st_file *file[MAX_MODELS];  /* m[i]'s verified file while its weights wait to be
+                                       copied (g2p__ready), else NULL                   */
     int threads;
     int unverified; /* a model without checksums was opened */
     int reverse;    /* the models write right to left (answers are turned around)       */
@@ -59,7 +63,9 @@ struct mha_g2p {
     size_t n_rm;
     int rm_reverse;              /* they write right to left                              */
     double rweight;              /* mha_g2p_set_rescore_weight                            */
-    g2p_rescorer resc;           /* their caches, remade when one is added                */
+    mha_st_file *rfile[MAX_MODELS]; /* as file[], for rm[]                                */
+    g2p_rescorer resc;           /* their caches, remade when one was added (resc_stale)  */
+    int resc_stale;
     size_t *perm;                /* [DECODE_ROWS] the rescored order of a batch's lists   */
     g2p_vocab src, tgt;
     size_t max_src, max_tgt, beam;
@@ -80,6 +86,14 @@ struct mha_g2p {
 
 /* One-line messages: the g2p sources' formatter (g2p_internal.h). */
 #define set_err(err, errlen, ...) ((void)g2p__fail(MHA_OK, (err), (errlen), __VA_ARGS__))
+
+/* ---- mha_g2p.c ------------------------------------------------------------------------ */
+
+/* Make what decoding needs and opening deferred: the weights of every model copied from its
+ * file (read and verified when it was opened), its decoding caches, the rescoring models'
+ * caches. A process whose words all come from lexicons never pays for them. MHA_ENOMEM
+ * (with a message); MHA_OK when all is ready already. */
+int g2p__ready(mha_g2p *g, char *err, size_t errlen);
 
 /* ---- g2p_words.c ---------------------------------------------------------------------- */
 

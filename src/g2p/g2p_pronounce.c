@@ -60,6 +60,9 @@ static void sort_by_length(size_t n, const size_t *len, size_t max_len, size_t *
 static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_len,
                   double *res_lp)
 {
+    const int ready = g2p__ready(g, NULL, 0);
+    if (ready != MHA_OK)
+        return ready;
     const size_t S = g->max_src, L = g->max_tgt;
     const size_t K = g->beam > nbest ? g->beam : nbest;
     const int greedy = K == 1, resc = !greedy && g->resc.n > 0;

@@ -137,9 +137,62 @@ static int meta_reverse(const mha_st_file *f, const char *path, int *reverse, ch
 /* The model of file f (configuration, vocabularies, weights) into g->m[g->n_models], or
  * into g->rm[g->n_rm] when rescorer (the vocabularies, sizes and direction into g for the
  * first; the others must have the same, and those of one list the same direction). */
-static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int threads,
+/* 1 when every tensor of m is in f as float32 of its shape, all finite: then the copy
+ * (copy_weights) can wait and cannot fail. 0 when one is not (another type, shape or name:
+ * the copy, at once, converts it or gives the error). A float32 tensor with a value that is
+ * not finite: MHA_EFORMAT (negative) with the copy's message. */
+static int weights_ready_to_copy(mha_s2s *m, const mha_st_file *f, const char *path,
+                                 char *err, size_t errlen)
+{
+    const size_t nt = mha_s2s_num_tensors(m);
+    for (size_t i = 0; i < nt; i++) {
+        mha_param_info in;
+        float *p;
+        mha_s2s_tensor(m, i, &in, &p, NULL);
+        const void *d = NULL;
+        if (mha_st_get(f, in.name, MHA_ST_F32, in.ndim, in.shape, &d, NULL, 0) != MHA_OK)
+            return 0;
+        const float *v = d;
+        for (size_t k = 0; k < in.numel; k++)
+            if (!isfinite(v[k])) {
+                set_err(err, errlen, "%s: tensor %s[%zu] is %g", path, in.name, k, (double)v[k]);
+                return MHA_EFORMAT;
+            }
+    }
+    return 1;
+}
+
+/* Every tensor of m from f (converted to float), each checked finite. */
+static int copy_weights(mha_s2s *m, const mha_st_file *f, const char *path, char *err,
+                        size_t errlen)
+{
+    const size_t nt = mha_s2s_num_tensors(m);
+    for (size_t i = 0; i < nt; i++) {
+        mha_param_info in;
+        float *p;
+        mha_s2s_tensor(m, i, &in, &p, NULL);
+        char e2[512];
+        int st;
+        if ((st = mha_st_get_f32(f, in.name, in.ndim, in.shape, p, e2, sizeof e2)) != MHA_OK) {
+            set_err(err, errlen, "%s: %s", path, e2);
+            return st == MHA_ENOMEM ? st : MHA_EFORMAT;
+        }
+        for (size_t k = 0; k < in.numel; k++)
+            if (!isfinite(p[k])) {
+                set_err(err, errlen, "%s: tensor %s[%zu] is %g", path, in.name, k, (double)p[k]);
+                return MHA_EFORMAT;
+            }
+    }
+    return MHA_OK;
+}
+
+/* The model of file *fp into the next slot of g (of the rescoring models when rescorer).
+ * Its weights are copied now, or — when they are float32 and verified finite in the file —
+ * at the first word the model answers (g2p__ready): the file is then g's (*fp = NULL). */
+static int load_model(mha_g2p *g, mha_st_file **fp, const char *path, int threads,
                       int rescorer, char *err, size_t errlen)
 {
+    const mha_st_file *f = *fp;
     const size_t slot = rescorer ? g->n_rm : g->n_models;
     g2p_vocab src = {0}, tgt = {0};
     const char *fmt = mha_st_meta(f, "format");
@@ -213,27 +266,52 @@ static int load_model(mha_g2p *g, const mha_st_file *f, const char *path, int th
         g->n_models = slot + 1;
         g->reverse = slot == 0 ? reverse : g->reverse;
     }
-    const size_t nt = mha_s2s_num_tensors(m);
-    for (size_t i = 0; i < nt; i++) {
-        mha_param_info in;
-        float *p;
-        mha_s2s_tensor(m, i, &in, &p, NULL);
-        char e2[512];
-        if ((st = mha_st_get_f32(f, in.name, in.ndim, in.shape, p, e2, sizeof e2)) != MHA_OK) {
-            set_err(err, errlen, "%s: %s", path, e2);
-            return st == MHA_ENOMEM ? st : MHA_EFORMAT;
-        }
-        for (size_t k = 0; k < in.numel; k++)
-            if (!isfinite(p[k])) {
-                set_err(err, errlen, "%s: tensor %s[%zu] is %g", path, in.name, k, (double)p[k]);
-                return MHA_EFORMAT;
-            }
-    }
-    if (!rescorer && (st = mha_s2s_infer_create(&g->inf[slot], m, DECODE_ROWS, sc, tc)) != MHA_OK) {
-        set_err(err, errlen, "%s: decoder caches: %s", path, mha_strerror(st));
-        return st;
-    }
+    const int ready = weights_ready_to_copy(m, f, path, err, errlen);
+    if (ready < 0)
+        return ready;
+    if (!ready) /* now: converted, or its error seen when the file is opened */
+        return copy_weights(m, f, path, err, errlen);
+    if (rescorer)
+        g->rfile[slot] = *fp;
+    else
+        g->file[slot] = *fp;
+    *fp = NULL;
     return MHA_OK;
+}
+
+int g2p__ready(mha_g2p *g, char *err, size_t errlen)
+{
+    int st = MHA_OK;
+    for (size_t i = 0; i < g->n_models && st == MHA_OK; i++) {
+        if (g->file[i]) { /* verified when opened: only memory can fail here */
+            st = copy_weights(g->m[i], g->file[i], "model", err, errlen);
+            mha_st_free(g->file[i]);
+            g->file[i] = NULL;
+        }
+        if (st == MHA_OK && !g->inf[i] &&
+            (st = mha_s2s_infer_create(&g->inf[i], g->m[i], DECODE_ROWS, g->max_src,
+                                       g->max_tgt)) != MHA_OK)
+            set_err(err, errlen, "decoder caches: %s", mha_strerror(st));
+    }
+    for (size_t i = 0; i < g->n_rm && st == MHA_OK; i++)
+        if (g->rfile[i]) {
+            st = copy_weights(g->rm[i], g->rfile[i], "rescoring model", err, errlen);
+            mha_st_free(g->rfile[i]);
+            g->rfile[i] = NULL;
+        }
+    if (st == MHA_OK && g->resc_stale) { /* caches for the whole list, made again */
+        g2p_rescorer next;
+        st = g2p_rescorer_init(&next, g->n_rm, g->rm, g->rm_reverse, g->rweight, DECODE_ROWS,
+                               g->max_src, g->max_tgt);
+        if (st == MHA_OK) {
+            g2p_rescorer_free(&g->resc);
+            g->resc = next;
+            g->resc_stale = 0;
+        } else {
+            set_err(err, errlen, "rescoring caches: %s", mha_strerror(st));
+        }
+    }
+    return st;
 }
 
 /* Read, verify and load a model file into the next slot of g (of the rescoring models
@@ -249,10 +327,13 @@ static int open_file(mha_g2p *g, const char *path, int rescorer, char *err, size
         set_err(err, errlen, "%s: %s", path, e2);
     else if ((st = ckpt_verify(f, e2, sizeof e2)) != MHA_OK)
         set_err(err, errlen, "%s: %s", path, e2);
-    else if ((st = load_model(g, f, path, g->threads, rescorer, err, errlen)) == MHA_OK &&
-             !ckpt_has_checksums(f))
-        g->unverified = 1;
-    mha_st_free(f);
+    else {
+        const int unverified = !ckpt_has_checksums(f);
+        if ((st = load_model(g, &f, path, g->threads, rescorer, err, errlen)) == MHA_OK &&
+            unverified)
+            g->unverified = 1;
+    }
+    mha_st_free(f); /* NULL when load_model kept it */
     return st;
 }
 
@@ -269,8 +350,10 @@ int mha_g2p_add_model(mha_g2p *g, const char *model_path, char *err, size_t errl
         for (size_t i = n; i < g->n_models; i++) {
             mha_s2s_infer_destroy(g->inf[i]);
             mha_s2s_destroy(g->m[i]);
+            mha_st_free(g->file[i]);
             g->inf[i] = NULL;
             g->m[i] = NULL;
+            g->file[i] = NULL;
         }
         g->n_models = n;
     }
@@ -310,6 +393,8 @@ void mha_g2p_close(mha_g2p *g)
         mha_s2s_infer_destroy(g->inf[i]);
         mha_s2s_destroy(g->m[i]);
         mha_s2s_destroy(g->rm[i]);
+        mha_st_free(g->file[i]);
+        mha_st_free(g->rfile[i]);
     }
     free(g->perm);
     g2p_vocab_free(&g->src);
@@ -344,25 +429,20 @@ int mha_g2p_add_rescorer(mha_g2p *g, const char *model_path, char *err, size_t e
         return MHA_ENOMEM;
     }
     const size_t n = g->n_rm;
-    int st = open_file(g, model_path, 1, err, errlen);
-    if (st == MHA_OK) { /* caches for the whole list, made again */
-        g2p_rescorer next;
-        st = g2p_rescorer_init(&next, g->n_rm, g->rm, g->rm_reverse, g->rweight, DECODE_ROWS,
-                               g->max_src, g->max_tgt);
-        if (st == MHA_OK) {
-            g2p_rescorer_free(&g->resc);
-            g->resc = next;
-        } else
-            set_err(err, errlen, "%s: rescoring caches: %s", model_path, mha_strerror(st));
+    const int reverse = g->rm_reverse;
+    const int st = open_file(g, model_path, 1, err, errlen);
+    if (st == MHA_OK) {
+        g->resc_stale = 1; /* the caches of the list, made again by g2p__ready */
+        return MHA_OK;
     }
-    if (st != MHA_OK) { /* nothing added */
-        for (size_t i = n; i < g->n_rm; i++) {
-            mha_s2s_destroy(g->rm[i]);
-            g->rm[i] = NULL;
-        }
-        g->n_rm = n;
-        g->rm_reverse = n ? g->resc.reverse : 0;
+    for (size_t i = n; i < g->n_rm; i++) { /* nothing added */
+        mha_s2s_destroy(g->rm[i]);
+        mha_st_free(g->rfile[i]);
+        g->rm[i] = NULL;
+        g->rfile[i] = NULL;
     }
+    g->n_rm = n;
+    g->rm_reverse = reverse;
     return st;
 }
 
