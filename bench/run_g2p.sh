@@ -208,7 +208,8 @@ EOF
 
 # ---- peak memory of a short training run --------------------------------------------
 TRAIN_ARGS=(--data "$DATA" --enc-layers 3 --dec-layers 3 --steps "$TRAIN_STEPS"
-            --eval-every 1000000 --eval-words 1 --threads 2 --out "$TMP/train")
+            --eval-every 1000000 --eval-words 1 --threads 2 --precision fp32
+            --out "$TMP/train")
 echo "== mha-g2p train ${TRAIN_ARGS[*]} (peak memory)"
 (cd "$REPO" && /usr/bin/time -v -o "$TMP/train.time" "$G2P" train "${TRAIN_ARGS[@]}" \
    >"$TMP/train.log" 2>&1) || { tail -20 "$TMP/train.log"; exit 1; }

@@ -45,8 +45,11 @@ static void write_small_dict(const char *path, size_t lines)
     free(all);
 }
 
-#define TINY "--enc-layers 1 --dec-layers 1 --dim 16 --heads 2 --mlp-dim 32 --batch 16 " \
-             "--threads 1 --eval-words 40 --ckpt-every 0"
+/* A tiny model; TINY in float32 (the tests that compare runs need one precision: the
+ * default, auto, follows peaks measured at each start) */
+#define TINY_MODEL "--enc-layers 1 --dec-layers 1 --dim 16 --heads 2 --mlp-dim 32 " \
+                   "--batch 16 --threads 1 --eval-words 40 --ckpt-every 0"
+#define TINY "--precision fp32 " TINY_MODEL
 
 /* A small model learns (300 steps, ~3 s): the loss falls, the validation WER is a number,
  * the files are there, and the lines that are not entries were counted. */
@@ -56,7 +59,7 @@ static void g2p_train_learns(void **state)
     write_small_dict("d.dict", 3000);
     assert_int_equal(g2p("t", "train --data d.dict --enc-layers 1 --dec-layers 1 --dim 32 "
                               "--heads 2 --mlp-dim 64 --batch 32 --threads 1 --eval-words 100 "
-                              "--steps 300 --eval-every 150 --lr 3e-3 --out run"), 0);
+                              "--precision fp32 --steps 300 --eval-every 150 --lr 3e-3 --out run"), 0);
     assert_file_contains("t.out", "lines skipped");
     assert_file_contains("t.out", "  memory: about "); /* the estimate it checked */
     /* --help says what the memory of a default run is and what decoding holds */
@@ -124,6 +127,64 @@ static void g2p_train_bf16(void **state)
     assert_file_contains("b/summary.json", "\"precision\":\t\"bf16\"");
     assert_int_equal(g2p("p", "pronounce --model a/best.safetensors hello"), 0);
     assert_file_contains("p.out", "HELLO ");
+}
+
+/* --precision auto, the default: where bf16 is turned off (MHA_DISABLE_BF16, as on a CPU
+ * without it) fp32, and the header says why; where the CPU has it, the choice follows the
+ * peaks the header states (bf16 when the bf16 one is at least 1.25x the float32 one);
+ * summary.json records the choice, and a resumed run keeps it without choosing again. */
+static void g2p_train_precision_auto(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("h", "--help"), 0);
+    char *help = slurp("h.out", NULL);
+    assert_non_null(help);
+    const char *opt = strstr(help, "--precision P");
+    assert_non_null(opt);
+    assert_non_null(strstr(opt, "fp32 | bf16 | auto"));
+    opt = strstr(opt, "default: ");
+    assert_non_null(opt);
+    assert_int_equal(strncmp(opt, "default: auto\n", 14), 0);
+    free(help);
+    setenv("MHA_DISABLE_BF16", "1", 1);
+    const int off = g2p("off", "train --data d.dict " TINY_MODEL " --steps 2 --out off");
+    unsetenv("MHA_DISABLE_BF16");
+    assert_int_equal(off, 0);
+    assert_file_contains("off.out",
+                         "  precision fp32 (auto: avx512_bf16 turned off by MHA_DISABLE_BF16)");
+    assert_file_contains("off/summary.json", "\"precision\":\t\"fp32\"");
+    assert_file_contains("off/summary.json", "\"precision_chosen\":");
+    if (!mha_precision_available(MHA_PRECISION_BF16)) {
+        print_message("[  SKIP    ] this CPU has no avx512_bf16: the peaks' choice not tested\n");
+        skip();
+    }
+    assert_int_equal(g2p("on", "train --data d.dict " TINY_MODEL " --steps 2 --out on"), 0);
+    char *out = slurp("on.out", NULL);
+    assert_non_null(out);
+    const char *line = strstr(out, "  precision ");
+    assert_non_null(line);
+    char chosen[8] = "";
+    double g16 = 0, ratio = 0, g32 = 0;
+    assert_int_equal(sscanf(line, "  precision %7s (auto: the bf16 peak %lf GFLOP/s is %lfx the "
+                                  "float32 %lf,", chosen, &g16, &ratio, &g32), 4);
+    free(out);
+    assert_true(g16 > 0 && g32 > 0);
+    /* the ratio of the unrounded peaks, printed to 0.01; the peaks to 1 */
+    assert_true(ratio >= (g16 - 0.5) / (g32 + 0.5) - 0.005);
+    assert_true(ratio <= (g16 + 0.5) / (g32 - 0.5) + 0.005);
+    if (fabs(ratio - 1.25) > 0.01) /* away from the threshold, where rounding decides */
+        assert_string_equal(chosen, ratio >= 1.25 ? "bf16" : "fp32");
+    char want[64];
+    snprintf(want, sizeof want, "\"precision\":\t\"%s\"", chosen);
+    assert_file_contains("on/summary.json", want);
+    /* a resume takes the checkpoint's precision, and says nothing of auto */
+    assert_int_equal(g2p("on2", "train --resume on/checkpoint.safetensors --steps 4"), 0);
+    assert_file_contains("on/summary.json", want);
+    char *out2 = slurp("on2.out", NULL);
+    assert_non_null(out2);
+    assert_null(strstr(out2, "(auto:"));
+    free(out2);
 }
 
 /* pronounce: CMUdict lines; lower case accepted; a word it cannot spell is named with its
@@ -250,7 +311,7 @@ static void g2p_eval_files(void **state)
      * training run's own (greedy, every word) evaluation found for the same weights */
     assert_int_equal(g2p("v", "train --data d.dict --enc-layers 1 --dec-layers 1 --dim 16 "
                               "--heads 2 --mlp-dim 32 --batch 16 --threads 1 --steps 4 "
-                              "--eval-every 4 --out vr"), 0);
+                              "--eval-every 4 --precision fp32 --out vr"), 0);
     size_t n_valid = 0;
     char *t = slurp("v.out", NULL);
     assert_non_null(t);
@@ -814,7 +875,7 @@ static void g2p_keep_checkpoints(void **state)
     assert_int_equal(g2p("a", "train --data d.dict --enc-layers 1 --dec-layers 1 --dim 16 "
                               "--heads 2 --mlp-dim 32 --batch 16 --threads 1 --eval-words 40 "
                               "--steps 20 --eval-every 10 --ckpt-every 5 --keep-checkpoints 2 "
-                              "--stop-after 10 --out a"), 0);
+                              "--precision fp32 --stop-after 10 --out a"), 0);
     assert_true(file_exists("a/checkpoint-5.safetensors"));
     assert_same_file("a/checkpoint-10.safetensors", "a/checkpoint.safetensors");
     assert_int_equal(g2p("a2", "train --resume a/checkpoint.safetensors"), 0);
@@ -826,7 +887,7 @@ static void g2p_keep_checkpoints(void **state)
     assert_int_equal(g2p("b", "train --data d.dict --enc-layers 1 --dec-layers 1 --dim 16 "
                               "--heads 2 --mlp-dim 32 --batch 16 --threads 1 --eval-words 40 "
                               "--steps 20 --eval-every 10 --ckpt-every 5 --keep-checkpoints 2 "
-                              "--out b"), 0);
+                              "--precision fp32 --out b"), 0);
     assert_same_checkpoint("a/checkpoint-20.safetensors", "b/checkpoint.safetensors");
     assert_int_equal(g2p("m", "average a/checkpoint-15.safetensors a/checkpoint-20.safetensors "
                               "--out m.safetensors"), 0);
@@ -858,7 +919,7 @@ static void g2p_tsv_form(void **state)
     free(buf);
     assert_int_equal(g2p("t", "train --data pairs.tsv --enc-layers 1 --dec-layers 1 --dim 16 "
                               "--heads 2 --mlp-dim 32 --batch 16 --threads 1 --steps 4 "
-                              "--eval-every 4 --out run"), 0);
+                              "--eval-every 4 --precision fp32 --out run"), 0);
     assert_int_equal(g2p("p", "pronounce --model run/best.safetensors café1"), 0);
     assert_file_contains("p.out", "café1  ");
 }
@@ -920,6 +981,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_train_learns, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_resume_bitwise, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_bf16, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_train_precision_auto, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_pronounce, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_pronounce_write_error, tmpdir_setup,
                                         tmpdir_teardown),

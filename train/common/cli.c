@@ -568,13 +568,18 @@ void cli_bytes_text(double b, char *buf, size_t cap)
         snprintf(buf, cap, "%.0f KiB", ceil(b / 1024.0));
 }
 
+int cli_bf16_disabled(void)
+{
+    const char *off = getenv("MHA_DISABLE_BF16");
+    return off != NULL && off[0] != '\0' && strcmp(off, "0") != 0;
+}
+
 void cli_check_precision(int p, int given)
 {
     if (mha_precision_available((mha_precision)p))
         return;
     const char *feature = mha_precision_cpu_feature((mha_precision)p);
-    const char *off = getenv("MHA_DISABLE_BF16");
-    const int disabled = feature != NULL && off != NULL && off[0] != '\0' && strcmp(off, "0") != 0;
+    const int disabled = feature != NULL && cli_bf16_disabled();
     cli_die_usage("--precision %s%s needs a CPU with %s (bfloat16 dot products)%s; use "
                   "--precision fp32", CLI_PRECISION_NAMES[p], given ? "" : " (from the checkpoint)",
                   feature ? feature : "?",

@@ -171,6 +171,9 @@ int cli_resume_finished(const char *resume, uint64_t ck_step, uint64_t steps);
 /* Exits 2 unless precision p (an mha_precision) runs on this CPU; the message names the
  * CPU feature it lacks and says whether p came from the checkpoint (given == 0). */
 void cli_check_precision(int p, int given);
+/* 1 when the environment turns bf16 off (MHA_DISABLE_BF16 set, not empty, not "0"; the
+ * library then behaves as on a CPU without AVX512_BF16). */
+int cli_bf16_disabled(void);
 
 /* Make output directory dir (mkdir -p) and check that files can be created in it, before
  * anything expensive is built: exit 2 naming --out if a component is not a directory

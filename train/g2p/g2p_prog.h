@@ -28,6 +28,12 @@ enum { G2P_MAX_POS = 256 };     /* most source / target positions a model may ha
 enum { G2P_ENCODE_BATCH = 16, G2P_DECODE_ROWS = 128 };
 enum { G2P_MAX_MODELS = 8 };     /* models of one ensemble (--model + --ensemble)          */
 enum { G2P_MAX_LEXICONS = 16 };  /* pronounce --lexicon files                             */
+/* --precision auto (g2p_config.precision), the default of train: bf16 where the CPU has
+ * AVX512_BF16 and its measured bf16 peak is at least G2P_AUTO_BF16_RATIO times the float32
+ * one, else fp32. The options' names are G2P_PRECISION_NAMES (fp32, bf16, auto). */
+enum { G2P_PRECISION_AUTO = 2 };
+#define G2P_AUTO_BF16_RATIO 1.25
+extern const char *const G2P_PRECISION_NAMES[];
 
 /* Everything a run is made of (see the tables in g2p_common.c for ranges, defaults and
  * which options are stored in checkpoints). */
@@ -46,7 +52,8 @@ typedef struct g2p_config {
     size_t keep_checkpoints;     /* --keep-checkpoints: numbered copies kept              */
     size_t eval_words;
     int threads;
-    int precision;               /* mha_precision of training's products                */
+    int precision;               /* mha_precision of training's products, or
+                                    G2P_PRECISION_AUTO until train resolves it          */
     char out[CLI_PATH_CAP];
     char resume[CLI_PATH_CAP];
     int force;                   /* --force: replace another run's checkpoints in --out */

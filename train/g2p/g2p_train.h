@@ -53,6 +53,7 @@ typedef struct trainer {
     const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     size_t n_params;
     double mem_need;           /* bytes the run needs, estimated (g2p_check_memory)   */
+    char precision_why[160];   /* how --precision auto chose ("" when it was given)  */
     double last[H_COLS];       /* the row of the last evaluation (NaN before any)   */
     g2p_clock clk;
     int stop_sig;              /* the signal (SIGINT or SIGTERM) a rank got, 0 if none */

@@ -128,6 +128,8 @@ void g2p_write_summary(const trainer *t, const char *path, double wall, int comp
     cJSON_AddNumberToObject(root, "steps_done", (double)t->r.step);
     cJSON_AddBoolToObject(root, "completed", completed);
     cJSON_AddNumberToObject(root, "wall_seconds", wall);
+    if (t->precision_why[0]) /* config.precision is what --precision auto chose */
+        cJSON_AddStringToObject(root, "precision_chosen", t->precision_why);
     /* this process's training steps (evaluations excluded): their mean time, and their
      * model FLOPs over that time as a share of the measured peak (g2p_train.c) */
     const g2p_clock *k = &t->clk;
