@@ -1,7 +1,8 @@
 /*
- * mha-g2p train's state (the trainer), shared by the command (train/g2p/g2p_train.c: setup,
- * the batches, the loop) and its files (train/g2p/g2p_train_io.c: checkpoints, pictures,
- * summary, the ranks' shared state). Private to those two files.
+ * mha-g2p train's state (the trainer), shared by the command (train/g2p/g2p_train.c: the
+ * batches, the loop; train/g2p/g2p_train_setup.c: options, data, model, precision) and its
+ * files (train/g2p/g2p_train_io.c: checkpoints, pictures, summary, the ranks' shared state).
+ * Private to those three files.
  */
 #ifndef TRAIN_G2P_TRAIN_H
 #define TRAIN_G2P_TRAIN_H
@@ -58,6 +59,12 @@ typedef struct trainer {
     g2p_clock clk;
     int stop_sig;              /* the signal (SIGINT or SIGTERM) a rank got, 0 if none */
 } trainer;
+
+/* ---- train/g2p/g2p_train_setup.c ---- */
+
+/* Parse the options, read the data (and a checkpoint), agree across ranks, choose the
+ * precision, claim --out, build the model, open the log (csv), say what the run is. */
+void g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *csv);
 
 /* ---- train/g2p/g2p_train_io.c ---- */
 

@@ -1,0 +1,320 @@
+/*
+ * mha-g2p train, its setup (train/g2p/g2p_train.c runs the loop): the options and a
+ * checkpoint, the data and its limits, the output directory, the model, --precision auto,
+ * the log, the header line.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <omp.h>
+
+#include "g2p_train.h"
+#include "peak.h"
+#include "rundir.h"
+
+static const char *const CSV_HEADER =
+    "step,train_loss,lr,grad_norm,val_wer,val_per,val_wer_stress,val_per_stress,time_s,"
+    "words_per_s";
+static const char *const CSV_FMTS[H_COLS] = {"%.9g", "%.9g", "%.9g", "%.6f", "%.6f",
+                                             "%.6f", "%.6f", "%.3f", "%.1f"};
+
+/* ---- setup ------------------------------------------------------------------------------ */
+
+/* The options and, with --resume, the checkpoint's configuration and vocabularies; the
+ * checks that need no data. Returns the open checkpoint (NULL without --resume). */
+static mha_st_file *read_options(trainer *t, int argc, char **argv, int first, int *given,
+                             g2p_vocab *src, g2p_vocab *tgt, char *what, size_t what_cap)
+{
+    g2p_config *c = &t->cfg;
+    g2p_defaults(c);
+    const char **vals = calloc(G2P_N_TRAIN_OPTS, sizeof *vals);
+    if (!vals)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    cli_collect(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, argc, argv, first, vals);
+    cli_apply(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, vals, c);
+    for (size_t k = 0; k < G2P_N_TRAIN_OPTS; k++)
+        given[k] = vals[k] != NULL;
+    free(vals);
+    mha_st_file *ck = NULL;
+    if (c->resume[0]) {
+        snprintf(what, what_cap, "cannot resume from %s", c->resume);
+        g2p_config keep = *c;
+        ck = g2p_open_checkpoint(c->resume, what, given, c, src, tgt);
+        if (!given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "out")])
+            cli_dirname(c->resume, c->out, sizeof c->out);
+        snprintf(c->resume, sizeof c->resume, "%s", keep.resume);
+    }
+    if (c->dim % c->heads)
+        cli_die_usage("--heads %zu does not divide --dim %zu", c->heads, c->dim);
+    if (c->min_lr > c->lr)
+        cli_die_usage("--min-lr %g is above --lr %g", c->min_lr, c->lr);
+    cli_scale_warmup(&c->warmup, c->steps,
+                     given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")],
+                     dist_rank() == 0);
+    if (c->warmup >= c->steps)
+        cli_die_usage("--warmup %llu must be below --steps %llu",
+                      (unsigned long long)c->warmup, (unsigned long long)c->steps);
+    c->threads = cli_check_threads(c->threads, 1);
+    const int p_given = given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "precision")];
+    if (c->resume[0] && !p_given && c->precision == G2P_PRECISION_AUTO)
+        c->precision = MHA_PRECISION_FP32; /* a checkpoint from before --precision: fp32 */
+    if (c->precision != G2P_PRECISION_AUTO)
+        cli_check_precision(c->precision, p_given || !c->resume[0]);
+    return ck;
+}
+
+/* Every usable entry must fit the model's positions: its word's symbols the source
+ * positions, its pronunciation's tokens and <s> the target ones — those given (--src-context,
+ * --tgt-context, or the checkpoint's), else G2P_MAX_POS, the most any loader of a model
+ * accepts (its options' range). An entry that does not fit is refused (exit 2, naming the
+ * file, its line and the limit), as the dictionary reader refuses a line over G2P_MAX_LINE
+ * bytes: a size limit is not a malformed line to skip silently, and a model trained around
+ * it could not be loaded (before: "src-context 300" was stored, and every loader refused
+ * the file). */
+static void check_positions(const trainer *t)
+{
+    const g2p_config *c = &t->cfg;
+    const g2p_set *s = &t->set;
+    const size_t lim_s = c->src_context ? c->src_context : G2P_MAX_POS;
+    const size_t lim_t = c->tgt_context ? c->tgt_context : G2P_MAX_POS;
+    if (s->max_src <= lim_s && s->max_tgt + 1 <= lim_t)
+        return;
+    for (size_t p = 0; p < s->n_prons; p++) {
+        const size_t w = s->pron_word[p];
+        if (!s->usable[w])
+            continue;
+        const size_t ls = s->src_off[w + 1] - s->src_off[w], lt = s->tgt_off[p + 1] - s->tgt_off[p];
+        const char *word = t->dict.words[w].text;
+        const int shown = strlen(word) > 64 ? 64 : (int)strlen(word);
+        const char *more = strlen(word) > 64 ? "..." : "";
+        if (ls > lim_s)
+            cli_die(CLI_EXIT_USAGE, "%s:%zu: the word \"%.*s%s\" has %zu symbols, more than "
+                    "the model's %zu source positions%s", c->data, t->dict.prons[p].line, shown,
+                    word, more, ls, lim_s, c->src_context ? "" : " (the most a model may have)");
+        if (lt + 1 > lim_t)
+            cli_die(CLI_EXIT_USAGE, "%s:%zu: the pronunciation of \"%.*s%s\" has %zu tokens: with "
+                    "<s> more than the model's %zu target positions%s (at most %zu tokens)",
+                    c->data, t->dict.prons[p].line, shown, word, more, lt, lim_t,
+                    c->tgt_context ? "" : " (the most a model may have)", lim_t - 1);
+    }
+}
+
+/* The dictionary, its vocabularies (unless a checkpoint gave them) and the split; the
+ * model's positions from the data (a new model) or checked against them. */
+static void read_data(trainer *t, int resumed, g2p_vocab *src, g2p_vocab *tgt)
+{
+    g2p_config *c = &t->cfg;
+    char err[2 * CLI_PATH_CAP] = "";
+    if (g2p_dict_read(c->data, c->format, &t->dict, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s", err);
+    if (!resumed && g2p_vocab_build(&t->dict, src, tgt, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", c->data, err); /* its messages name only a line */
+    if (g2p_set_encode(&t->dict, src, tgt, &t->set, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s", err);
+    t->set.reverse_targets = c->reverse;
+    t->n_train = t->set.prons_off[G2P_TRAIN + 1] - t->set.prons_off[G2P_TRAIN];
+    if (t->n_train < c->batch)
+        cli_die(CLI_EXIT_USAGE, "%s: %zu training pronunciations, fewer than --batch %zu",
+                c->data, t->n_train, c->batch);
+    if (c->batch < (size_t)dist_size())
+        cli_die_usage("--batch %zu is below the number of ranks (%d)", c->batch, dist_size());
+    check_positions(t);
+    if (!resumed) { /* positions from the data; fixed for the model's life */
+        if (!c->src_context)
+            c->src_context = t->set.max_src;
+        if (!c->tgt_context)
+            c->tgt_context = t->set.max_tgt + 1;
+    }
+}
+
+/* The run's id (the checkpoint's; one from before run ids gets a new one); rank 0 claims
+ * --out: no other process in it, no other run's checkpoints (exit 2). */
+static void claim_out_dir(trainer *t, const mha_st_file *ck)
+{
+    g2p_config *c = &t->cfg;
+    cli_prepare_out_dir(c->out);
+    const char *ck_id = ck ? mha_st_meta(ck, "run_id") : NULL;
+    if (!rundir_id_valid(ck_id))
+        ck_id = NULL;
+    if (ck_id)
+        snprintf(c->run_id, sizeof c->run_id, "%s", ck_id);
+    else
+        rundir_new_id(c->run_id);
+    if (dist_rank() == 0) {
+        rundir_lock(c->out);
+        char **kept; /* --keep-checkpoints' files belong to the run that wrote them too */
+        const size_t nk = rundir_list_numbered(c->out, "checkpoint-", ".safetensors", &kept);
+        const char **files = malloc((nk + 2) * sizeof *files);
+        if (!files)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+        files[0] = "checkpoint.safetensors";
+        files[1] = "best.safetensors";
+        for (size_t i = 0; i < nk; i++)
+            files[2 + i] = kept[i];
+        rundir_claim(c->out, files, nk + 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
+        for (size_t i = 0; i < nk; i++)
+            free(kept[i]);
+        free(kept);
+        free(files);
+    }
+    snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
+    snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
+}
+
+/* The model and AdamW (from the checkpoint when there is one: then closed), the same on
+ * every rank; the batch buffers, the batches' sort key, the stress map, the decoder. */
+static void build_model(trainer *t, mha_st_file *ck, const char *what, g2p_vocab *src,
+                        g2p_vocab *tgt)
+{
+    g2p_config *c = &t->cfg;
+    char err[2 * CLI_PATH_CAP] = "";
+    g2p_run_create(&t->r, c, src, tgt, c->batch, 1);
+    t->r.rng[0] = c->seed;
+    t->r.rng[1] = 7;
+    if (ck) {
+        ckpt_layout lay = g2p_run_layout(&t->r, 1);
+        if (ckpt_load(ck, &lay, err, sizeof err) != MHA_OK)
+            cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+        cli_check(mha_optim_set_step(t->r.opt, t->r.optim_t), "optimizer");
+        cli_check(mha_s2s_set_call_index(t->r.m, t->r.call_index), "model");
+        t->r.elapsed = c->elapsed;
+        mha_st_free(ck);
+    }
+    g2p_share_rank0_state(t);
+    cli_check(mha_s2s_param_count(t->r.m, &t->n_params), "model");
+    t->map = calloc(t->r.tgt.n, sizeof *t->map);
+    t->order = calloc(t->n_train, sizeof *t->order);
+    t->plen = calloc(t->set.n_prons, sizeof *t->plen);
+    const size_t B = c->batch;
+    t->src = calloc(B * c->src_context, sizeof *t->src);
+    t->tin = calloc(B * c->tgt_context, sizeof *t->tin);
+    t->tout = calloc(B * c->tgt_context, sizeof *t->tout);
+    t->slen = calloc(B, sizeof *t->slen);
+    if (!t->map || !t->order || !t->plen || !t->src || !t->tin || !t->tout || !t->slen)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    for (size_t p = 0; p < t->set.n_prons; p++) { /* the batches' sort key */
+        const size_t w = t->set.pron_word[p];
+        t->plen[p] = (t->set.src_off[w + 1] - t->set.src_off[w]) * 64 +
+                     (t->set.tgt_off[p + 1] - t->set.tgt_off[p]);
+    }
+    t->order_epoch = UINT64_MAX;
+    if (g2p_stress_map(&t->r.tgt, &t->reduced, t->map, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "%s", err);
+    g2p_decoder_init(&t->dec, 1, &t->r.m, 1, 1, 1.0);
+    t->dec.reverse = t->cfg.reverse;
+}
+
+static void print_header(const trainer *t)
+{
+    const g2p_config *c = &t->cfg;
+    printf("mha-g2p train: %s: %zu words (%zu training, %zu validation, %zu test), %zu "
+           "pronunciations, %zu lines skipped\n", c->data, t->dict.n_words,
+           t->set.words_off[1] - t->set.words_off[0], t->set.words_off[2] - t->set.words_off[1],
+           t->set.words_off[3] - t->set.words_off[2], t->dict.n_prons, t->dict.skipped);
+    printf("  model: %zu + %zu layers, dim %zu, %zu heads, MLP %zu, %zu parameters; %zu "
+           "source and %zu target symbols%s\n", c->enc_layers, c->dec_layers, c->dim, c->heads,
+           c->mlp_dim ? c->mlp_dim : 4 * c->dim, t->n_params, t->r.src.n, t->r.tgt.n,
+           c->reverse ? "; right-to-left" : "");
+    printf("  %llu steps of %zu pronunciations, AdamW lr %g (warm-up %llu, cosine to %g), "
+           "dropout %g, label smoothing %g, %d threads, %s\n", (unsigned long long)c->steps,
+           c->batch, c->lr, (unsigned long long)c->warmup, c->min_lr, c->dropout,
+           c->label_smoothing, c->threads, G2P_PRECISION_NAMES[c->precision]);
+    if (t->precision_why[0])
+        printf("  precision %s (%s)\n", G2P_PRECISION_NAMES[c->precision], t->precision_why);
+    char need[32];
+    cli_bytes_text(t->mem_need, need, sizeof need);
+    printf("  memory: about %s (estimated from the options: parameters, gradients, AdamW's "
+           "moments and a batch's activations)\n", need);
+    if (c->resume[0])
+        printf("  resumed from %s at step %llu\n", c->resume, (unsigned long long)t->r.step);
+    char note[PEAK_PATH_CAP + 128];
+    peak_best_note(&t->clk.peak_src, note, sizeof note);
+    if (t->clk.peak > 0)
+        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s%s): the MFU's denominator\n",
+               t->clk.peak, G2P_PRECISION_NAMES[c->precision], c->threads,
+               dist_size() > 1 ? " a rank, all ranks" : "", note);
+    fflush(stdout);
+}
+
+/* The peak of the loop of `bf16` or not (peak.h), the MFU's denominator: one process keeps
+ * the fastest measured on this CPU; ranks measure at once (they share the cores) and sum
+ * theirs, so every rank gets the same sum. */
+static double measure_peak(const trainer *t, int bf16, peak_best *b)
+{
+    peak_training_best(bf16, t->cfg.threads, dist_size() == 1, b);
+    dist_sum(&b->measured, 1);
+    return dist_size() == 1 ? b->gflops : b->measured;
+}
+
+/* --precision auto becomes fp32 or bf16: bf16 where the CPU has AVX512_BF16 and its
+ * measured peak is at least G2P_AUTO_BF16_RATIO times float32's. Measured, not assumed:
+ * bf16 halves the products' time on an AMD EPYC Zen 4 (peaks 464 and 231 GFLOP/s at 2
+ * threads: steps 1.21x faster), but on a Sapphire Rapids Xeon its dot product runs at half
+ * float32's rate (233 and 479: steps 0.80x). Every rank gets the same sums, so the same
+ * choice. Then the denominator of the MFU, in the precision of the run. */
+static void choose_precision(trainer *t)
+{
+    g2p_config *c = &t->cfg;
+    t->precision_why[0] = '\0';
+    if (c->precision != G2P_PRECISION_AUTO) {
+        t->clk.peak = measure_peak(t, c->precision == MHA_PRECISION_BF16, &t->clk.peak_src);
+        return;
+    }
+    if (!mha_precision_available(MHA_PRECISION_BF16)) {
+        const char *f = mha_precision_cpu_feature(MHA_PRECISION_BF16);
+        c->precision = MHA_PRECISION_FP32;
+        snprintf(t->precision_why, sizeof t->precision_why, "auto: %s %s", f ? f : "bf16",
+                 cli_bf16_disabled() ? "turned off by MHA_DISABLE_BF16" : "not on this CPU");
+        t->clk.peak = measure_peak(t, 0, &t->clk.peak_src);
+        return;
+    }
+    peak_best p32, p16;
+    const double g32 = measure_peak(t, 0, &p32), g16 = measure_peak(t, 1, &p16);
+    const int bf16 = g32 > 0 && g16 >= G2P_AUTO_BF16_RATIO * g32;
+    c->precision = bf16 ? MHA_PRECISION_BF16 : MHA_PRECISION_FP32;
+    snprintf(t->precision_why, sizeof t->precision_why,
+             "auto: the bf16 peak %.0f GFLOP/s is %.2fx the float32 %.0f, %s %.2fx", g16,
+             g32 > 0 ? g16 / g32 : 0.0, g32, bf16 ? "at least" : "below", G2P_AUTO_BF16_RATIO);
+    t->clk.peak_src = bf16 ? p16 : p32;
+    t->clk.peak = bf16 ? g16 : g32;
+}
+
+/* Parse the options, read the data (and a checkpoint), agree across ranks, claim --out,
+ * build the model, open the log, say what the run is. */
+void g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
+{
+    g2p_config *c = &t->cfg;
+    int given[64] = {0};
+    g2p_vocab src = {0}, tgt = {0};
+    char what[CLI_PATH_CAP + 32];
+    mha_st_file *ck = read_options(t, argc, argv, first, given, &src, &tgt, what, sizeof what);
+    /* the optimizer and clipping run on the caller's OpenMP setting (the model sets its
+     * own around each call): --threads 1 means one thread for the whole step */
+    omp_set_num_threads(c->threads);
+    /* several ranks: the same options, dictionary and checkpoint, before any decision */
+    dist_agree_inputs(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, c, c->data, c->resume);
+    choose_precision(t); /* before anything is made or stored in the run's precision */
+    read_data(t, ck != NULL, &src, &tgt);
+    /* before the model, and before the directory */
+    t->mem_need = g2p_check_memory(c, src.n, tgt.n);
+    claim_out_dir(t, ck);
+    build_model(t, ck, what, &src, &tgt);
+    g2p_vocab_free(&src);
+    g2p_vocab_free(&tgt);
+    report_catch_stop_signals();
+    report_history_init(&t->hist, H_COLS);
+    snprintf(t->csv_path, sizeof t->csv_path, "%s/train_log.csv", c->out);
+    t->last_ckpt = c->resume[0] ? c->resume : NULL;
+    if (t->rank0)
+        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step,
+                        c->run_id, c->resume, c->force);
+    csv->on_fail = g2p_log_failed;
+    csv->ctx = t;
+    for (size_t k = 0; k < H_COLS; k++)
+        t->last[k] = NAN;
+    if (t->rank0)
+        print_header(t);
+}
