@@ -245,6 +245,15 @@ static void g2p_api_hyphenated(void **state)
     mha_g2p_close(g);
 }
 
+/* The metadata of a tiny model of mha-g2p: letters A..D, phones X Y Z, 1 + 1 blocks of
+ * width 8 (2 heads, MLP 16), 34 and 33 positions. */
+static const char *const TINY_KEYS[] = {"format", "enc-layers", "dec-layers", "heads", "dim",
+                                        "mlp-dim", "src-context", "tgt-context", "src_vocab",
+                                        "tgt_vocab"};
+static const char *const TINY_VALS[] = {"mha-g2p/1", "1", "1", "2", "8", "16", "34", "33",
+                                        "[\"<pad>\",\"A\",\"B\",\"C\",\"D\"]",
+                                        "[\"<pad>\",\"<s>\",\"</s>\",\"X\",\"Y\",\"Z\"]"};
+
 /* An ensemble of the model with itself answers as the model (the mean of equal
  * log-probabilities is that value: the same bits); a model of other data is refused and
  * leaves the handle as it was. */
@@ -277,15 +286,9 @@ static void g2p_api_ensemble(void **state)
                         .seed = 3, .threads = 1};
     mha_s2s *m;
     assert_int_equal(mha_s2s_create(&m, &c, 1), MHA_OK);
-    static const char *const keys[] = {"format", "enc-layers", "dec-layers", "heads", "dim",
-                                       "mlp-dim", "src-context", "tgt-context", "src_vocab",
-                                       "tgt_vocab"};
-    static const char *const vals[] = {"mha-g2p/1", "1", "1", "2", "8", "16", "34", "33",
-                                       "[\"<pad>\",\"A\",\"B\",\"C\",\"D\"]",
-                                       "[\"<pad>\",\"<s>\",\"</s>\",\"X\",\"Y\",\"Z\"]"};
     path_in("other.safetensors", other, sizeof other);
-    assert_int_equal(mha_s2s_save(m, other, MHA_ST_F32, keys, vals, 10, err, sizeof err),
-                     MHA_OK);
+    assert_int_equal(mha_s2s_save(m, other, MHA_ST_F32, TINY_KEYS, TINY_VALS, 10, err,
+                                  sizeof err), MHA_OK);
     mha_s2s_destroy(m);
     assert_int_equal(mha_g2p_add_model(g, other, err, sizeof err), MHA_EFORMAT);
     assert_non_null(strstr(err, "other symbols"));
@@ -556,12 +559,6 @@ static void g2p_api_refusals(void **state)
 static void tiny_typed(const char *path, mha_st_dtype dtype, size_t poison)
 {
     char err[512];
-    static const char *const keys[] = {"format", "enc-layers", "dec-layers", "heads", "dim",
-                                       "mlp-dim", "src-context", "tgt-context", "src_vocab",
-                                       "tgt_vocab"};
-    static const char *const vals[] = {"mha-g2p/1", "1", "1", "2", "8", "16", "34", "33",
-                                       "[\"<pad>\",\"A\",\"B\",\"C\",\"D\"]",
-                                       "[\"<pad>\",\"<s>\",\"</s>\",\"X\",\"Y\",\"Z\"]"};
     mha_s2s_config c = {.src_vocab = 5, .tgt_vocab = 6, .src_context = 34, .tgt_context = 33,
                         .enc_layers = 1, .dec_layers = 1, .heads = 2, .dim = 8, .mlp_dim = 16,
                         .seed = 5, .threads = 1};
@@ -583,7 +580,8 @@ static void tiny_typed(const char *path, mha_st_dtype dtype, size_t poison)
         mha_s2s_tensor(m, 0, &in, &w, NULL);
         w[poison] = NAN;
     }
-    assert_int_equal(mha_s2s_save(m, path, dtype, keys, vals, 10, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_s2s_save(m, path, dtype, TINY_KEYS, TINY_VALS, 10, err, sizeof err),
+                     MHA_OK);
     mha_s2s_destroy(m);
 }
 

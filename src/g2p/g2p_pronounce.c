@@ -9,7 +9,6 @@
 
 #include "g2p_lib.h"
 
-
 /* Grow the decoding scratch for n words. */
 static int scratch(mha_g2p *g, size_t n)
 {
