@@ -98,6 +98,10 @@ MHA__DECLARE_GEMM(double, d)
  *   and thread-count independence as mha__sgemm (no `work`: its scratch is the per-thread
  *   buffer). Fast only where mha__bf16_cpu(); elsewhere (and without scratch memory) it
  *   computes mha__bgemm_ref.
+ * mha__bgemm_bias — C = bf16(A)·bf16(op(B)) + bias (A not transposed, bias [N] added to
+ *   every row, C only written): the bits of filling C's rows with bias and calling
+ *   mha__bgemm with alpha = beta = 1, without that pass over C (the bias is added as the
+ *   kernel stores a block).
  * mha__bgemm_ref — the naive loop on the rounded operands, summed in float in order of K.
  * mha__bf16_cpu — 1 when the CPU has AVX512_BF16 (with AVX512F/BW/VL); asked once.
  * mha__bf16_available — mha__bf16_cpu(), and the environment variable MHA_DISABLE_BF16
@@ -109,6 +113,9 @@ MHA__DECLARE_GEMM(double, d)
 void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
                 const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
                 size_t ldc);
+void mha__bgemm_bias(int threads, int tb, size_t M, size_t N, size_t K, const float *A,
+                     size_t lda, const float *B, size_t ldb, const float *bias, float *C,
+                     size_t ldc);
 void mha__bgemm_ref(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *A,
                     size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
 int mha__bf16_cpu(void);

@@ -245,6 +245,47 @@ static void bgemm_edges_and_rounding(void **state)
         assert_true(C[i] == 1.0f);
 }
 
+/* mha__bgemm_bias gives the bits of filling C's rows with the bias and adding the product
+ * (alpha = beta = 1): every shape (partial vectors, odd K, K = 0), both layouts of B, one
+ * thread and the row split; C's old contents (NaN) are never read, nor its stride's tail. */
+static void bgemm_bias_is_fill_and_add(void **state)
+{
+    (void)state;
+    NEED_BF16();
+    const size_t more[][3] = {{96, 80, 72}, {150, 97, 129}, {5, 9, 0}};
+    const size_t n_all = sizeof shapes / sizeof shapes[0] + sizeof more / sizeof more[0];
+    for (size_t s = 0; s < n_all; s++) {
+        const size_t *sh = s < sizeof shapes / sizeof shapes[0]
+                               ? shapes[s]
+                               : more[s - sizeof shapes / sizeof shapes[0]];
+        const size_t M = sh[0], N = sh[1], K = sh[2], ldc = N + 3;
+        for (int tb = 0; tb < 2; tb++)
+            for (int threads = 1; threads <= 2; threads++) {
+                const size_t lda = K + 1, ldb = (tb ? K : N) + 1;
+                float *A = malloc((M * lda + 1) * sizeof *A);
+                float *B = malloc(((tb ? N : K) * ldb + 1) * sizeof *B);
+                float *bias = malloc(N * sizeof *bias);
+                float *C = malloc(M * ldc * sizeof *C), *R = malloc(M * ldc * sizeof *R);
+                assert_true(A && B && bias && C && R);
+                fill_uniform_f(A, M * lda + 1, -2, 2, 70 + s);
+                fill_uniform_f(B, (tb ? N : K) * ldb + 1, -2, 2, 80 + s);
+                fill_uniform_f(bias, N, -3, 3, 90 + s);
+                for (size_t i = 0; i < M * ldc; i++) {
+                    C[i] = i % ldc < N ? NAN : 7.0f; /* the tail of each row: untouched */
+                    R[i] = i % ldc < N ? bias[i % ldc] : 7.0f;
+                }
+                mha__bgemm_bias(threads, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+                mha__bgemm(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, 1, R, ldc);
+                assert_memory_equal(C, R, M * ldc * sizeof *C);
+                free(A);
+                free(B);
+                free(bias);
+                free(C);
+                free(R);
+            }
+    }
+}
+
 /* ---- precision setting: names, refusals ---------------------------------------------- */
 
 static void precision_api(void **state)
@@ -520,6 +561,7 @@ int main(void)
         cmocka_unit_test(bgemm_against_reference),
         cmocka_unit_test(bgemm_thread_independent),
         cmocka_unit_test(bgemm_edges_and_rounding),
+        cmocka_unit_test(bgemm_bias_is_fill_and_add),
         cmocka_unit_test(precision_api),
         cmocka_unit_test(linear_bf16),
         cmocka_unit_test(module_bf16),
