@@ -117,6 +117,30 @@ static inline void mha__dgemm_bias_p(mha_precision p, int threads, int tb, size_
 int mha__skvcache_pack(mha_kvcache *kv);
 int mha__dkvcache_pack(mhad_kvcache *kv);
 
+/* ---- Backward passes that write their input gradient (no zeroing pass first) -------------
+ * Each is its public twin (mha_dropout_backward, mha_mlp_backward_prec, mha_backward; same
+ * arguments, checks and statuses) except that the input gradient — dx, and dx_query of the
+ * attention module (dx_context is still added to) — is written instead of added to: the
+ * result of the twin on a zeroed buffer (the same bits, but for the sign of an exact zero),
+ * without the zeroing. The blocks' backward passes use them for their scratch buffers. */
+int mha__sdropout_backward_set(size_t n, double p, const uint64_t *keep, const float *dy,
+                               float *dx);
+int mha__ddropout_backward_set(size_t n, double p, const uint64_t *keep, const double *dy,
+                               double *dx);
+int mha__smlp_backward_set(mha_precision prec, size_t N, size_t C, size_t F, const float *x,
+                           const float *W1, const float *W2, const float *h, const float *a,
+                           const float *dy, float *scratch, float *dx, float *dW1, float *db1,
+                           float *dW2, float *db2);
+int mha__dmlp_backward_set(mha_precision prec, size_t N, size_t C, size_t F, const double *x,
+                           const double *W1, const double *W2, const double *h, const double *a,
+                           const double *dy, double *scratch, double *dx, double *dW1,
+                           double *db1, double *dW2, double *db2);
+int mha__sbackward_set(mha_module *m, mha_cache *c, const float *x_query, const float *x_context,
+                       const float *d_out, float *dx_query, float *dx_context);
+int mha__dbackward_set(mhad_module *m, mhad_cache *c, const double *x_query,
+                       const double *x_context, const double *d_out, double *dx_query,
+                       double *dx_context);
+
 /* ---- Modules whose owner sets the weights (src/mha_core.inc) -------------------------
  * mha__?create_undrawn: mha_create / mhad_create without drawing the initial weights (they
  * are zeros until the caller writes them): for the blocks, which draw

@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include "mha.h"
+#include "mha_internal.h"
 #include "test_util.h"
 
 #define SENTINEL 12345.0
@@ -546,6 +547,109 @@ static void assert_sum(const double *b, const double *a, const double *n, size_t
 }
 
 /* Every backward adds: gradients starting at `old` end at exactly old + (gradient from 0). */
+/* a[i] == b[i] for all i (so +0 and −0 agree; NaN never does) */
+static void assert_same_values(const double *a, const double *b, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(a[i] == b[i]))
+            fail_msg("%s[%zu]: %.17g != %.17g", what, i, a[i], b[i]);
+}
+
+/* One attention backward, public (dx_query added to a zeroed buffer) against the internal
+ * one that writes it (into NaN); dx_context (cross-attention) and the parameter gradients
+ * accumulate in both. D > 128 takes the unfused projections of self-attention. */
+static void backward_set_case(size_t D, int cross)
+{
+    enum { B = 2, S = 3, T = 4 };
+    const size_t Sk = cross ? T : S;
+    mha_config cfg = {D, 2, 0.0, 7, 1, MHA_PRECISION_FP32};
+    mhad_module *m[2];
+    mhad_cache *c[2];
+    double *xq = dbuf(B * S * D, -1, 1, 300), *xc = dbuf(B * Sk * D, -1, 1, 301);
+    double *dout = dbuf(B * S * D, -1, 1, 302), *out = dconst(B * S * D, 0);
+    double *dxq[2] = {dconst(B * S * D, 0), dconst(B * S * D, NAN)};
+    double *dxc[2] = {dbuf(B * Sk * D, -1, 1, 303), dbuf(B * Sk * D, -1, 1, 303)};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(mhad_create(&m[k], &cfg), MHA_OK);
+        assert_int_equal(mhad_cache_create(&c[k], m[k], B, S, Sk), MHA_OK);
+        assert_int_equal(mhad_forward(m[k], c[k], 1, B, S, xq, Sk, cross ? xc : NULL, NULL, out),
+                         MHA_OK);
+    }
+    assert_int_equal(mhad_backward(m[0], c[0], xq, cross ? xc : NULL, dout, dxq[0],
+                                   cross ? dxc[0] : NULL), MHA_OK);
+    assert_int_equal(mha__dbackward_set(m[1], c[1], xq, cross ? xc : NULL, dout, dxq[1],
+                                        cross ? dxc[1] : NULL), MHA_OK);
+    assert_same_values(dxq[0], dxq[1], B * S * D, "dx_query");
+    assert_same_values(dxc[0], dxc[1], B * Sk * D, "dx_context");
+    size_t n0, n1;
+    const double *g0 = mhad_grads(m[0], &n0), *g1 = mhad_grads(m[1], &n1);
+    assert_int_equal(n0, n1);
+    assert_same_values(g0, g1, n0, "grads");
+    for (int k = 0; k < 2; k++) {
+        mhad_cache_destroy(c[k]);
+        mhad_destroy(m[k]);
+        free(dxq[k]);
+        free(dxc[k]);
+    }
+    free(xq);
+    free(xc);
+    free(dout);
+    free(out);
+}
+
+/* The internal backward passes that write their input gradient (src/mha_internal.h) give
+ * what their public twins add to a zeroed buffer, into a buffer holding NaN; the parameter
+ * gradients accumulate the same. */
+static void test_layers_backward_set(void **state)
+{
+    (void)state;
+    enum { N = 7, C = 8, F = 12 };
+    /* dropout, and p = 1 */
+    const double ps[] = {0.3, 1.0};
+    for (size_t k = 0; k < 2; k++) {
+        double *x = dbuf(N * C, -1, 1, 310), *y = dconst(N * C, 0), *dy = dbuf(N * C, -1, 1, 311);
+        double *a = dconst(N * C, 0), *b = dconst(N * C, NAN);
+        uint64_t keep[MHA_DROPOUT_WORDS(N * C)];
+        assert_int_equal(mhad_dropout_forward(N * C, ps[k], 5, 6, 0, x, y, keep), MHA_OK);
+        assert_int_equal(mhad_dropout_backward(N * C, ps[k], keep, dy, a), MHA_OK);
+        assert_int_equal(mha__ddropout_backward_set(N * C, ps[k], keep, dy, b), MHA_OK);
+        assert_same_values(a, b, N * C, "dropout dx");
+        assert_int_equal(mha__ddropout_backward_set(N * C, ps[k], NULL, dy, b), MHA_EINVAL);
+        free(x), free(y), free(dy), free(a), free(b);
+    }
+    /* the MLP */
+    double *x = dbuf(N * C, -1, 1, 320), *W1 = dbuf(F * C, -0.5, 0.5, 321);
+    double *b1 = dbuf(F, -0.1, 0.1, 322), *W2 = dbuf(C * F, -0.5, 0.5, 323);
+    double *b2 = dbuf(C, -0.1, 0.1, 324), *dy = dbuf(N * C, -1, 1, 325);
+    double *h = dconst(N * F, 0), *act = dconst(N * F, 0), *y = dconst(N * C, 0);
+    double *scr = dconst(N * F, 0), *dx[2] = {dconst(N * C, 0), dconst(N * C, NAN)};
+    double *g[2][4];
+    const size_t gn[4] = {F * C, F, C * F, C};
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < 4; t++)
+            g[k][t] = dbuf(gn[t], -1, 1, 330 + (uint64_t)t); /* the same start in both */
+    assert_int_equal(mhad_mlp_forward(N, C, F, x, W1, b1, W2, b2, h, act, y), MHA_OK);
+    assert_int_equal(mhad_mlp_backward(N, C, F, x, W1, W2, h, act, dy, scr, dx[0], g[0][0],
+                                       g[0][1], g[0][2], g[0][3]), MHA_OK);
+    assert_int_equal(mha__dmlp_backward_set(MHA_PRECISION_FP32, N, C, F, x, W1, W2, h, act, dy,
+                                            scr, dx[1], g[1][0], g[1][1], g[1][2], g[1][3]),
+                     MHA_OK);
+    assert_same_values(dx[0], dx[1], N * C, "mlp dx");
+    for (int t = 0; t < 4; t++)
+        assert_same_values(g[0][t], g[1][t], gn[t], "mlp grads");
+    for (int k = 0; k < 2; k++) {
+        free(dx[k]);
+        for (int t = 0; t < 4; t++)
+            free(g[k][t]);
+    }
+    free(x), free(W1), free(b1), free(W2), free(b2), free(dy), free(h), free(act), free(y);
+    free(scr);
+    /* the attention module: fused and unfused self-attention, cross-attention */
+    backward_set_case(8, 0);
+    backward_set_case(136, 0);
+    backward_set_case(8, 1);
+}
+
 static void test_layers_accumulate(void **state)
 {
     (void)state;
@@ -1095,6 +1199,7 @@ int main(void)
         cmocka_unit_test(test_layers_grad_tied),
         cmocka_unit_test(test_layers_f32_vs_f64),
         cmocka_unit_test(test_layers_accumulate),
+        cmocka_unit_test(test_layers_backward_set),
         cmocka_unit_test(test_layers_formulas),
         cmocka_unit_test(test_layers_gelu_float_accuracy),
         cmocka_unit_test(test_layers_bad_args),
