@@ -145,6 +145,18 @@ typedef struct MHA_NAME(s2s_infer) MHA_NAME(s2s_infer);
 MHA_API int MHA_NAME(s2s_infer_create)(MHA_NAME(s2s_infer) **out, MHA_NAME(s2s) *m,
                                        size_t rows, size_t max_src, size_t max_len);
 MHA_API void MHA_NAME(s2s_infer_destroy)(MHA_NAME(s2s_infer) *s);
+/* A second decoding state of from's model and sizes (max_src, max_len), with caches of its
+ * own for `rows` hypotheses, that reads from's copy of the weights instead of making one (a
+ * state's copy is most of its memory). Made for decoding on several threads, one state
+ * each: from and the new state may then be used at the same time (on distinct threads).
+ * The copy is made now, and from this call on neither state copies the weights again at
+ * s2s_infer_encode: the model's weights must not change while they are in use (a step
+ * would mix the copy with the new weights it reads directly; make new states instead).
+ * from must outlive every state shared from it (destroy those first). Decoding on a
+ * shared state gives the bits it gives on a state of its own. MHA_EINVAL, MHA_EOVERFLOW,
+ * MHA_ENOMEM. */
+MHA_API int MHA_NAME(s2s_infer_share)(MHA_NAME(s2s_infer) **out, MHA_NAME(s2s_infer) *from,
+                                      size_t rows);
 
 /* Run the encoder (evaluation mode) on B sources (B <= rows; they go through the encoder
  * min(the model's max_batch, rows, 16) at a time, so a model made for small batches decodes

@@ -116,6 +116,11 @@ static inline void mha__dgemm_bias_p(mha_precision p, int threads, int tb, size_
  * cache is then left as it was). */
 int mha__skvcache_pack(mha_kvcache *kv);
 int mha__dkvcache_pack(mhad_kvcache *kv);
+/* mha__?kvcache_borrow_pack(kv, from): kv's projections read from's packed weights (from:
+ * packed, of the same module, outliving kv); kv never packs again (MHA_EINVAL) and does not
+ * free them. MHA_OK, MHA_EINVAL. */
+int mha__skvcache_borrow_pack(mha_kvcache *kv, const mha_kvcache *from);
+int mha__dkvcache_borrow_pack(mhad_kvcache *kv, const mhad_kvcache *from);
 
 /* ---- Backward passes that write their input gradient (no zeroing pass first) -------------
  * Each is its public twin (mha_dropout_backward, mha_mlp_backward_prec, mha_backward; same

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "mha.h"
 #include "test_util.h"
 
@@ -1414,6 +1416,67 @@ static void s2s_infer_reads_weights_at_encode(void **state)
     mha_s2s_infer_destroy(old);
     mha_s2s_infer_destroy(fresh);
     mha_s2s_destroy(mf);
+}
+
+/* A state shared from another (s2s_infer_share) decodes what a state of its own decodes,
+ * bit for bit (float32: greedy tokens, lengths and log-probabilities, beam hypotheses), also
+ * when the two are used at once from two threads. Refusals: NULL, rows 0. */
+static void s2s_infer_share_decodes_the_same(void **state)
+{
+    (void)state;
+    enum { B = 6, S = 5, T = 6, L = 5, K = 3 };
+    static const size_t src_len[B] = {5, 3, 1, 4, 2, 5};
+    mha_s2s_config cfg = small_config(0.0, 0.0, 0.0, 641);
+    mha_s2s *m;
+    assert_int_equal(mha_s2s_create(&m, &cfg, B), MHA_OK);
+    for (size_t i = 0; i < mha_s2s_num_tensors(m); i++) {
+        mha_param_info in;
+        float *p;
+        assert_int_equal(mha_s2s_tensor(m, i, &in, &p, NULL), MHA_OK);
+        for (size_t k = 0; k < in.numel; k++)
+            p[k] = 0.4f * sinf((float)(5 * k + 3 * i + 2));
+    }
+    int32_t src[B * S];
+    fill_ids(src, B * S, 0, 7, 642);
+    mha_s2s_infer *own, *from, *shared;
+    assert_int_equal(mha_s2s_infer_create(&own, m, B * K, S, T), MHA_OK);
+    assert_int_equal(mha_s2s_infer_create(&from, m, B * K, S, T), MHA_OK);
+    assert_int_equal(mha_s2s_infer_share(NULL, from, B), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_share(&shared, NULL, B), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_share(&shared, from, 0), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_share(&shared, from, B * K), MHA_OK);
+    /* greedy on each, the shared and its source at once on two threads */
+    int32_t out[3][B * L];
+    size_t len[3][B];
+    double lp[3][B];
+    mha_s2s_infer *st[3] = {own, from, shared};
+    assert_int_equal(mha_s2s_greedy(m, own, B, S, src, src_len, BOS, EOS, L, out[0], len[0],
+                                    lp[0]), MHA_OK);
+    int rc[3] = {MHA_OK, -1, -1};
+#pragma omp parallel for num_threads(2)
+    for (int k = 1; k < 3; k++)
+        rc[k] = mha_s2s_greedy(m, st[k], B, S, src, src_len, BOS, EOS, L, out[k], len[k], lp[k]);
+    for (int k = 1; k < 3; k++) {
+        assert_int_equal(rc[k], MHA_OK);
+        assert_memory_equal(out[k], out[0], sizeof out[0]);
+        assert_memory_equal(len[k], len[0], sizeof len[0]);
+        assert_memory_equal(lp[k], lp[0], sizeof lp[0]);
+    }
+    mha_s2s_hyp h[2][B * K];
+    int32_t ht[2][B * K * L];
+    assert_int_equal(mha_s2s_beam(m, own, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[0],
+                                  ht[0]), MHA_OK);
+    assert_int_equal(mha_s2s_beam(m, shared, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[1],
+                                  ht[1]), MHA_OK);
+    for (size_t i = 0; i < B * K; i++) {
+        assert_int_equal(h[0][i].len, h[1][i].len);
+        assert_true(h[0][i].logprob == h[1][i].logprob);
+        assert_memory_equal(ht[0] + i * L, ht[1] + i * L, h[0][i].len * sizeof ht[0][0]);
+    }
+    mha_s2s_infer_destroy(shared); /* before the state it shares from */
+    mha_s2s_infer_destroy(from);
+    mha_s2s_infer_destroy(own);
+    mha_s2s_destroy(m);
 }
 
 /* Greedy and beam search on a random model (Vt 9, BOS 1, EOS 2, at most 4 tokens):
@@ -3303,6 +3366,7 @@ int main(void)
         cmocka_unit_test(s2s_kv_cross_cached_matches_forward),
         cmocka_unit_test(s2s_infer_matches_full_forward),
         cmocka_unit_test(s2s_infer_reads_weights_at_encode),
+        cmocka_unit_test(s2s_infer_share_decodes_the_same),
         cmocka_unit_test(s2s_decode_greedy_and_beam_claims),
         cmocka_unit_test(s2s_ensemble_copies_and_mean),
         cmocka_unit_test(s2s_ensemble_refusals),
