@@ -157,6 +157,53 @@ static void g2p_api_nbest_and_stress(void **state)
     mha_g2p_close(g);
 }
 
+/* Two threads decode a batch's words in two streams (the model's batches shared out, the
+ * second stream reading the first's copy of the weights): the very answers of one thread,
+ * bit for bit (phones, log-probabilities), greedy and beam, for 150 words (several batches
+ * per stream) of every length the model reads. */
+static void g2p_api_threads_answer_the_same(void **state)
+{
+    (void)state;
+    enum { N = 150, K = 2 };
+    static char buf[N][24];
+    const char *words[N];
+    uint64_t x = 12345;
+    for (size_t i = 0; i < N; i++) { /* letters from an LCG, lengths 1 .. 20 */
+        const size_t len = 1 + i % 20;
+        for (size_t c = 0; c < len; c++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            buf[i][c] = (char)('A' + (x >> 33) % 26);
+        }
+        buf[i][len] = '\0';
+        words[i] = buf[i];
+    }
+    char err[512];
+    mha_g2p *g[2];
+    for (int t = 0; t < 2; t++)
+        if (mha_g2p_open(&g[t], MODEL, t + 1, err, sizeof err) != MHA_OK)
+            fail_msg("%s", err);
+    for (size_t beam = 1; beam <= K; beam++) {
+        static mha_g2p_pron out[2][N * K];
+        size_t n_out[2][N];
+        int status[2][N];
+        for (int t = 0; t < 2; t++) {
+            assert_int_equal(mha_g2p_set_beam(g[t], beam, 1.0), MHA_OK);
+            assert_int_equal(mha_g2p_pronounce_batch(g[t], N, words, MHA_G2P_NO_LEXICON, K,
+                                                     out[t], n_out[t], status[t], err,
+                                                     sizeof err), MHA_OK);
+        }
+        for (size_t i = 0; i < N; i++) {
+            assert_int_equal(n_out[0][i], n_out[1][i]);
+            for (size_t k = 0; k < n_out[0][i]; k++) {
+                assert_string_equal(out[0][i * K + k].phones, out[1][i * K + k].phones);
+                assert_true(out[0][i * K + k].logprob == out[1][i * K + k].logprob);
+            }
+        }
+    }
+    mha_g2p_close(g[0]);
+    mha_g2p_close(g[1]);
+}
+
 /* A batch gives each word the answers it gets alone (the model's in batches of words of
  * other lengths: the same phones, log-probabilities equal up to the rounding of products
  * of another shape), with each word's status; a bad word does not stop the others. */
@@ -689,6 +736,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_api_lexicon_semantics, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_nbest_and_stress, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_batch_is_one_by_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_threads_answer_the_same, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_hyphenated, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_ensemble, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_reverse_and_rescore, setup, teardown),

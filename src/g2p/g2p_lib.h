@@ -19,20 +19,31 @@
 #include "mha_s2s.h"
 #include "mha_safetensors.h"
 
-/* The sizes that set the memory of decoding (the key/value caches hold DECODE_ROWS rows,
- * the encoder's activations ENCODE_BATCH words); a build may choose others. Chosen with
+/* The sizes that set the memory of decoding (the key/value caches hold DECODE_ROWS rows in
+ * all, the encoder's activations ENCODE_BATCH words); a build may choose others. Chosen with
  * bench/g2p_rows.sh (pronounce, 12,362 words, 2 threads): 128/16 ran greedy at 1,944 words/s
  * in 93 MiB, 64/8 at 1,673 in 62 MiB (beam 4: 779 → 709 words/s, 94 → 63 MiB), 32/8 at
- * 1,633 in 50 MiB (beam 4 620): 64/8 keeps both under 64 MiB for the least speed. */
+ * 1,633 in 50 MiB (beam 4 620): 64/8 keeps both under 64 MiB for the least speed.
+ * The rows are shared out over DECODE_STREAMS streams (a thread decodes its own batches;
+ * before, two threads split each product of one batch and waited for each other at every
+ * step, one of them idle a third of the time): on the AMD EPYC, 2 streams of 32 rows decode
+ * the test words greedy in 3.4 s against 5.5–6.0 for one of 64 (beam 4: 8.1 against 14.2),
+ * 67 MiB against 64 (beam 4: 62 against 59); 2 streams of 64 rows were no faster (3.8 s,
+ * 84 MiB). */
 #ifndef MHA_G2P_ENCODE_BATCH
 #define MHA_G2P_ENCODE_BATCH 8
+#endif
+#ifndef MHA_G2P_DECODE_STREAMS
+#define MHA_G2P_DECODE_STREAMS 2
 #endif
 #ifndef MHA_G2P_DECODE_ROWS
 #define MHA_G2P_DECODE_ROWS 64
 #endif
 enum {
     ENCODE_BATCH = MHA_G2P_ENCODE_BATCH, /* words the model's encoder takes at once       */
-    DECODE_ROWS = MHA_G2P_DECODE_ROWS,   /* hypotheses decoded at once (/ beam: words)    */
+    DECODE_ROWS = MHA_G2P_DECODE_ROWS,   /* hypotheses decoded at once (/ beam: words),
+                                            shared out over the streams                  */
+    DECODE_STREAMS = MHA_G2P_DECODE_STREAMS, /* batches decoded at once, a thread each    */
     SHOWN_BYTES = 64,   /* of a word in a message                                         */
     MAX_MODELS = 8      /* of an ensemble                                                 */
 };
@@ -49,11 +60,22 @@ typedef struct answer {
     int source, lexicon;
 } answer;
 
+/* A decoding stream: what one thread decodes a batch of words with (rows hypotheses). */
+typedef struct g2p_stream {
+    mha_s2s_infer *inf[MAX_MODELS]; /* made at the first word the model answers (NULL
+                                       before: g2p__ready)                               */
+    int32_t *srcbuf, *tok;          /* the batch's sources; hypotheses' tokens            */
+    size_t *lens, *tlen;
+    double *lp;
+    mha_s2s_hyp *hyps;
+} g2p_stream;
+
 struct mha_g2p {
     size_t n_models;
     mha_s2s *m[MAX_MODELS];      /* m[0] the model opened, the others its ensemble       */
-    mha_s2s_infer *inf[MAX_MODELS]; /* made at the first word the model answers (NULL
-                                       before: g2p__ready)                               */
+    g2p_stream str[DECODE_STREAMS]; /* n_str of them, rows hypotheses each: batches of
+                                       words are shared out over threads (one each)     */
+    size_t n_str, rows;
     mha_st_file *file[MAX_MODELS];  /* m[i]'s verified file while its weights wait to be
                                        copied (g2p__ready), else NULL                   */
     int threads;
@@ -78,10 +100,8 @@ struct mha_g2p {
     answer *ans;
     size_t n_ans, cap_ans;
     /* decoding scratch, grown as needed */
-    int32_t *ids, *srcbuf, *tok;
-    size_t *ids_off, *ids_len, *order, *lens, *tlen;
-    double *lp;
-    mha_s2s_hyp *hyps;
+    int32_t *ids;
+    size_t *ids_off, *ids_len, *order;
 };
 
 /* One-line messages: the g2p sources' formatter (g2p_internal.h). */
@@ -94,6 +114,10 @@ struct mha_g2p {
  * caches. A process whose words all come from lexicons never pays for them. MHA_ENOMEM
  * (with a message); MHA_OK when all is ready already. */
 int g2p__ready(mha_g2p *g, char *err, size_t errlen);
+/* After g2p__ready: the caches of streams 1 .. n_str−1, sharing stream 0's copy of each
+ * model's weights (mha_s2s_infer_share), made when a call first has batches for them.
+ * MHA_OK or MHA_ENOMEM. */
+int g2p__streams(mha_g2p *g);
 
 /* ---- g2p_words.c ---------------------------------------------------------------------- */
 

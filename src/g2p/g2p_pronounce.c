@@ -7,13 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "g2p_lib.h"
 
-/* Grow the decoding scratch for n words. */
+/* Grow the decoding scratch for n words; each stream's buffers once. */
 static int scratch(mha_g2p *g, size_t n)
 {
     const size_t S = g->max_src, L = g->max_tgt, K = MHA_G2P_MAX_NBEST;
-    const size_t rows = DECODE_ROWS;
+    const size_t rows = g->rows;
     free(g->ids);
     free(g->ids_off);
     free(g->ids_len);
@@ -22,18 +24,20 @@ static int scratch(mha_g2p *g, size_t n)
     g->ids_off = calloc(n + 1, sizeof *g->ids_off);
     g->ids_len = calloc(n + 1, sizeof *g->ids_len);
     g->order = calloc(n + 1, sizeof *g->order);
-    if (!g->srcbuf) {
-        g->srcbuf = calloc(rows * S, sizeof *g->srcbuf);
-        g->lens = calloc(rows, sizeof *g->lens);
-        g->tok = calloc(rows * K * L, sizeof *g->tok);
-        g->tlen = calloc(rows * K, sizeof *g->tlen);
-        g->lp = calloc(rows * K, sizeof *g->lp);
-        g->hyps = calloc(rows * K, sizeof *g->hyps);
+    int ok = g->ids && g->ids_off && g->ids_len && g->order;
+    for (size_t k = 0; k < g->n_str; k++) {
+        g2p_stream *s = &g->str[k];
+        if (!s->srcbuf) {
+            s->srcbuf = calloc(rows * S, sizeof *s->srcbuf);
+            s->lens = calloc(rows, sizeof *s->lens);
+            s->tok = calloc(rows * K * L, sizeof *s->tok);
+            s->tlen = calloc(rows * K, sizeof *s->tlen);
+            s->lp = calloc(rows * K, sizeof *s->lp);
+            s->hyps = calloc(rows * K, sizeof *s->hyps);
+        }
+        ok = ok && s->srcbuf && s->lens && s->tok && s->tlen && s->lp && s->hyps;
     }
-    return g->ids && g->ids_off && g->ids_len && g->order && g->srcbuf && g->lens && g->tok &&
-                   g->tlen && g->lp && g->hyps
-               ? MHA_OK
-               : MHA_ENOMEM;
+    return ok ? MHA_OK : MHA_ENOMEM;
 }
 
 /* order[0..n) = the words by length, then index (a counting sort: lengths are at most
@@ -53,65 +57,104 @@ static void sort_by_length(size_t n, const size_t *len, size_t max_len, size_t *
         order[count[len[j] <= max_len ? len[j] : max_len]++] = j;
 }
 
+/* One batch: words order[b0 .. b0+B) decoded on stream s (beam K, the list of KD kept per
+ * word, rescored when resc); word w's hypotheses to res[w·nbest ..] as decode says. */
+static int decode_batch(mha_g2p *g, g2p_stream *s, size_t b0, size_t B, size_t nbest,
+                        size_t K, size_t KD, int resc, int32_t *res, size_t *res_len,
+                        double *res_lp)
+{
+    const size_t S = g->max_src, L = g->max_tgt;
+    const int greedy = K == 1;
+    size_t Sb = 1;
+    for (size_t b = 0; b < B; b++)
+        Sb = g->ids_len[g->order[b0 + b]] > Sb ? g->ids_len[g->order[b0 + b]] : Sb;
+    for (size_t b = 0; b < B; b++) {
+        const size_t w = g->order[b0 + b];
+        memset(s->srcbuf + b * Sb, 0, Sb * sizeof *s->srcbuf);
+        memcpy(s->srcbuf + b * Sb, g->ids + w * S, g->ids_len[w] * sizeof *s->srcbuf);
+        s->lens[b] = g->ids_len[w];
+    }
+    int st;
+    if (greedy)
+        st = mha_s2s_ensemble_greedy(g->n_models, g->m, s->inf, B, Sb, s->srcbuf, s->lens,
+                                     G2P_BOS, G2P_EOS, L, s->tok, s->tlen, s->lp);
+    else
+        st = mha_s2s_ensemble_beam(g->n_models, g->m, s->inf, B, Sb, s->srcbuf, s->lens,
+                                   G2P_BOS, G2P_EOS, L, K, KD, g->alpha, s->hyps, s->tok);
+    if (st == MHA_OK && resc)
+        st = g2p_rescore(&g->resc, B, KD, Sb, s->srcbuf, s->lens, s->tok, g->reverse, g->alpha,
+                         s->hyps, g->perm);
+    if (st != MHA_OK)
+        return st;
+    for (size_t b = 0; b < B; b++) {
+        const size_t w = g->order[b0 + b];
+        for (size_t k = 0; k < (greedy ? 1 : nbest); k++) {
+            const size_t in = greedy ? b : b * KD + (resc ? g->perm[b * KD + k] : k);
+            const size_t o = w * nbest + k;
+            const size_t len = greedy ? s->tlen[b] : s->hyps[in].len;
+            memcpy(res + o * L, s->tok + in * L, len * sizeof *res);
+            if (g->reverse) /* into reading order */
+                for (size_t i = 0; i < len / 2; i++) {
+                    const int32_t t = res[o * L + i];
+                    res[o * L + i] = res[o * L + len - 1 - i];
+                    res[o * L + len - 1 - i] = t;
+                }
+            res_len[o] = len;
+            res_lp[o] = greedy ? s->lp[b] : s->hyps[in].logprob;
+        }
+        for (size_t k = greedy ? 1 : nbest; k < nbest; k++) /* not written: none */
+            res_lp[w * nbest + k] = -INFINITY;
+    }
+    return MHA_OK;
+}
+
 /* Decode the n words of ids (word j: g->ids[j·S ..] of length g->ids_len[j]) in batches of
  * similar length; word j's hypotheses go to res[j·nbest ..] (tokens [nbest, L]) with
- * res_len, res_lp. */
+ * res_len, res_lp. With several streams the batches are shared out over their threads (in
+ * turn, so each batch is the same words whatever the thread count and comes out the same:
+ * every decoding step runs in the one thread of its stream); rescoring keeps to one stream
+ * (its caches are one). The first failing batch's status. */
 static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_len,
                   double *res_lp)
 {
     const int ready = g2p__ready(g, NULL, 0);
     if (ready != MHA_OK)
         return ready;
-    const size_t S = g->max_src, L = g->max_tgt;
     const size_t K = g->beam > nbest ? g->beam : nbest;
-    const int greedy = K == 1, resc = !greedy && g->resc.n > 0;
+    const int resc = K > 1 && g->resc.n > 0;
     const size_t KD = resc ? K : nbest; /* the beam's list: all of it when rescored */
-    const size_t batch = DECODE_ROWS / K > 0 ? DECODE_ROWS / K : 1;
-    sort_by_length(n, g->ids_len, S < 256 ? S : 256, g->order);
-    for (size_t b0 = 0; b0 < n; b0 += batch) {
-        const size_t B = n - b0 < batch ? n - b0 : batch;
-        size_t Sb = 1;
-        for (size_t b = 0; b < B; b++)
-            Sb = g->ids_len[g->order[b0 + b]] > Sb ? g->ids_len[g->order[b0 + b]] : Sb;
-        for (size_t b = 0; b < B; b++) {
-            const size_t w = g->order[b0 + b];
-            memset(g->srcbuf + b * Sb, 0, Sb * sizeof *g->srcbuf);
-            memcpy(g->srcbuf + b * Sb, g->ids + w * S, g->ids_len[w] * sizeof *g->srcbuf);
-            g->lens[b] = g->ids_len[w];
+    const size_t batch = g->rows / K > 0 ? g->rows / K : 1;
+    const size_t nb = (n + batch - 1) / batch;
+    sort_by_length(n, g->ids_len, g->max_src < 256 ? g->max_src : 256, g->order);
+    const int par = g->n_str > 1 && !resc && nb > 1;
+    int st0;
+    if (par && (st0 = g2p__streams(g)) != MHA_OK)
+        return st0;
+    if (!par) { /* not even an inactive region: the library's own regions run as always */
+        for (size_t b0 = 0; b0 < n; b0 += batch) {
+            const int st = decode_batch(g, &g->str[0], b0, n - b0 < batch ? n - b0 : batch,
+                                        nbest, K, KD, resc, res, res_len, res_lp);
+            if (st != MHA_OK)
+                return st;
         }
-        int st;
-        if (greedy)
-            st = mha_s2s_ensemble_greedy(g->n_models, g->m, g->inf, B, Sb, g->srcbuf, g->lens,
-                                         G2P_BOS, G2P_EOS, L, g->tok, g->tlen, g->lp);
-        else
-            st = mha_s2s_ensemble_beam(g->n_models, g->m, g->inf, B, Sb, g->srcbuf, g->lens,
-                                       G2P_BOS, G2P_EOS, L, K, KD, g->alpha, g->hyps, g->tok);
-        if (st == MHA_OK && resc)
-            st = g2p_rescore(&g->resc, B, KD, Sb, g->srcbuf, g->lens, g->tok, g->reverse,
-                             g->alpha, g->hyps, g->perm);
-        if (st != MHA_OK)
-            return st;
-        for (size_t b = 0; b < B; b++) {
-            const size_t w = g->order[b0 + b];
-            for (size_t k = 0; k < (greedy ? 1 : nbest); k++) {
-                const size_t in = greedy ? b : b * KD + (resc ? g->perm[b * KD + k] : k);
-                const size_t o = w * nbest + k;
-                const size_t len = greedy ? g->tlen[b] : g->hyps[in].len;
-                memcpy(res + o * L, g->tok + in * L, len * sizeof *res);
-                if (g->reverse) /* into reading order */
-                    for (size_t i = 0; i < len / 2; i++) {
-                        const int32_t t = res[o * L + i];
-                        res[o * L + i] = res[o * L + len - 1 - i];
-                        res[o * L + len - 1 - i] = t;
-                    }
-                res_len[o] = len;
-                res_lp[o] = greedy ? g->lp[b] : g->hyps[in].logprob;
+        return MHA_OK;
+    }
+    size_t first = nb;
+    int first_st = MHA_OK;
+#pragma omp parallel for num_threads((int)g->n_str) schedule(static, 1)
+    for (size_t bi = 0; bi < nb; bi++) {
+        const size_t b0 = bi * batch, B = n - b0 < batch ? n - b0 : batch;
+        const int st = decode_batch(g, &g->str[omp_get_thread_num()], b0, B, nbest, K, KD, 0,
+                                    res, res_len, res_lp);
+        if (st != MHA_OK) {
+#pragma omp critical(g2p_decode_status)
+            if (bi < first) {
+                first = bi;
+                first_st = st;
             }
-            for (size_t k = greedy ? 1 : nbest; k < nbest; k++) /* not written: none */
-                res_lp[w * nbest + k] = -INFINITY;
         }
     }
-    return MHA_OK;
+    return first_st;
 }
 
 /* ---- pronouncing ---------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cJSON.h>
+#include <omp.h>
 
 #include "ckpt_crc.h"
 #include "g2p_lib.h"
@@ -288,8 +289,9 @@ int g2p__ready(mha_g2p *g, char *err, size_t errlen)
             mha_st_free(g->file[i]);
             g->file[i] = NULL;
         }
-        if (st == MHA_OK && !g->inf[i] &&
-            (st = mha_s2s_infer_create(&g->inf[i], g->m[i], DECODE_ROWS, g->max_src,
+        /* stream 0's caches (the others' when a call has batches for them: g2p__streams) */
+        if (st == MHA_OK && !g->str[0].inf[i] &&
+            (st = mha_s2s_infer_create(&g->str[0].inf[i], g->m[i], g->rows, g->max_src,
                                        g->max_tgt)) != MHA_OK)
             set_err(err, errlen, "decoder caches: %s", mha_strerror(st));
     }
@@ -311,6 +313,16 @@ int g2p__ready(mha_g2p *g, char *err, size_t errlen)
             set_err(err, errlen, "rescoring caches: %s", mha_strerror(st));
         }
     }
+    return st;
+}
+
+int g2p__streams(mha_g2p *g)
+{
+    int st = MHA_OK;
+    for (size_t i = 0; i < g->n_models && st == MHA_OK; i++)
+        for (size_t k = 1; k < g->n_str && st == MHA_OK; k++)
+            if (!g->str[k].inf[i])
+                st = mha_s2s_infer_share(&g->str[k].inf[i], g->str[0].inf[i], g->rows);
     return st;
 }
 
@@ -348,10 +360,12 @@ int mha_g2p_add_model(mha_g2p *g, const char *model_path, char *err, size_t errl
     const int st = open_file(g, model_path, 0, err, errlen);
     if (st != MHA_OK) { /* nothing added */
         for (size_t i = n; i < g->n_models; i++) {
-            mha_s2s_infer_destroy(g->inf[i]);
+            for (size_t k = g->n_str; k-- > 0;) { /* the sharing ones first */
+                mha_s2s_infer_destroy(g->str[k].inf[i]);
+                g->str[k].inf[i] = NULL;
+            }
             mha_s2s_destroy(g->m[i]);
             mha_st_free(g->file[i]);
-            g->inf[i] = NULL;
             g->m[i] = NULL;
             g->file[i] = NULL;
         }
@@ -375,6 +389,12 @@ int mha_g2p_open(mha_g2p **out, const char *model_path, int threads, char *err, 
     g->alpha = 1.0;
     g->rweight = 1.0;
     g->threads = threads;
+    /* a stream per thread, up to DECODE_STREAMS, each of DECODE_ROWS / DECODE_STREAMS
+     * hypotheses whatever the thread count: the batches, and so the answers to their last
+     * bit, do not depend on it */
+    const int t = threads > 0 ? threads : omp_get_num_procs();
+    g->n_str = t < 1 ? 1 : (size_t)t < DECODE_STREAMS ? (size_t)t : DECODE_STREAMS;
+    g->rows = DECODE_ROWS / DECODE_STREAMS;
     const int st = open_file(g, model_path, 0, err, errlen);
     if (st != MHA_OK) {
         mha_g2p_close(g);
@@ -390,7 +410,8 @@ void mha_g2p_close(mha_g2p *g)
         return;
     g2p_rescorer_free(&g->resc);
     for (size_t i = 0; i < MAX_MODELS; i++) {
-        mha_s2s_infer_destroy(g->inf[i]);
+        for (size_t k = DECODE_STREAMS; k-- > 0;) /* the sharing ones first */
+            mha_s2s_infer_destroy(g->str[k].inf[i]);
         mha_s2s_destroy(g->m[i]);
         mha_s2s_destroy(g->rm[i]);
         mha_st_free(g->file[i]);
@@ -405,15 +426,18 @@ void mha_g2p_close(mha_g2p *g)
     free(g->arena);
     free(g->ans);
     free(g->ids);
-    free(g->srcbuf);
-    free(g->tok);
     free(g->ids_off);
     free(g->ids_len);
     free(g->order);
-    free(g->lens);
-    free(g->tlen);
-    free(g->lp);
-    free(g->hyps);
+    for (size_t k = 0; k < DECODE_STREAMS; k++) {
+        g2p_stream *s = &g->str[k];
+        free(s->srcbuf);
+        free(s->tok);
+        free(s->lens);
+        free(s->tlen);
+        free(s->lp);
+        free(s->hyps);
+    }
     free(g);
 }
 
