@@ -56,7 +56,8 @@ static void usage(void)
            "needs more than this machine's RAM or the address-space limit (exit status 2): "
            "about %s for the defaults on CMUdict (--batch and --dim drive it). pronounce and "
            "eval hold the weights twice (as trained, and laid out for decoding) with the "
-           "caches of 64 hypotheses: about 60 MiB with the committed model.\n", need);
+           "caches of 32 hypotheses per thread, up to two threads: about 55 MiB at 1 thread "
+           "and 65 MiB at 2 with the committed model.\n", need);
     printf("\nExit status: 0 done, 1 runtime error, 2 bad option or input (pronounce: a word "
            "it cannot spell; the others are still pronounced; a corrupt or inconsistent "
            "checkpoint; train: --out in use by another run, or holding another run's "
