@@ -105,7 +105,7 @@ struct mha_g2p {
 };
 
 /* One-line messages: the g2p sources' formatter (g2p_internal.h). */
-#define set_err(err, errlen, ...) ((void)g2p__fail(MHA_OK, (err), (errlen), __VA_ARGS__))
+#define set_err(err, errlen, ...) ((void)util_fail(MHA_OK, (err), (errlen), __VA_ARGS__))
 
 /* ---- mha_g2p.c ------------------------------------------------------------------------ */
 

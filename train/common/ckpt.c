@@ -115,7 +115,7 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
     if (!ts || !names) {
         free(ts);
         free(names);
-        ckpt__set_err(err, errlen, "out of memory");
+        util_set_err(err, errlen, "out of memory");
         return MHA_ENOMEM;
     }
     size_t n = 0;
@@ -151,7 +151,7 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
         cv = malloc((n + 1) * sizeof *cv);
         if (!keys || !vals || !ck || !cv) {
             st = MHA_ENOMEM;
-            ckpt__set_err(err, errlen, "out of memory");
+            util_set_err(err, errlen, "out of memory");
         }
         for (size_t i = 0; st == MHA_OK && i < n_meta; i++) {
             keys[i] = meta->keys[i];
@@ -159,7 +159,7 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
         }
         uint32_t mc = 0;
         if (st == MHA_OK && (st = ckpt_meta_crc(keys, vals, n_meta, &mc)) != MHA_OK)
-            ckpt__set_err(err, errlen, "out of memory");
+            util_set_err(err, errlen, "out of memory");
         for (size_t i = 0; st == MHA_OK && i <= n; i++) {
             if (i < n) {
                 snprintf(ck[i], sizeof ck[i], CRC_PREFIX "%s", ts[i].name);
@@ -214,7 +214,7 @@ int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errl
 {
     const void **src = calloc(3 * c->n_t + c->n_s + 1, sizeof *src);
     if (!src) {
-        ckpt__set_err(err, errlen, "out of memory");
+        util_set_err(err, errlen, "out of memory");
         return MHA_ENOMEM;
     }
     /* 0. the bytes are the ones written (when the file has checksums) */
@@ -246,7 +246,7 @@ int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errl
             for (size_t k = 0; k < t->numel; k++) {
                 if (isfinite(d[k]) && (w < 2 || d[k] >= 0))
                     continue;
-                ckpt__set_err(err, errlen, "tensor %s%s%s%s[%zu] holds %g (weights and optimizer "
+                util_set_err(err, errlen, "tensor %s%s%s%s[%zu] holds %g (weights and optimizer "
                         "moments are finite, second moments >= 0)", w ? "optimizer." : "",
                         w ? c->moment[w - 1] : "", w ? "." : "", t->name, k, (double)d[k]);
                 st = MHA_EFORMAT;
@@ -261,7 +261,7 @@ int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errl
         const double *d = src[3 * c->n_t + i];
         for (size_t k = 0; k < (s->ndim ? s->len : 1); k++)
             if (isnan(d[k])) {
-                ckpt__set_err(err, errlen, "state %s[%zu] is NaN", s->name, k);
+                util_set_err(err, errlen, "state %s[%zu] is NaN", s->name, k);
                 st = MHA_EFORMAT;
                 break;
             }
@@ -269,7 +269,7 @@ int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errl
     /* 3. nothing else */
     for (size_t i = 0; st == MHA_OK && i < mha_st_count(f); i++)
         if (!expected(c, mha_st_name(f, i))) {
-            ckpt__set_err(err, errlen, "tensor '%.80s' is not part of this run%s%s",
+            util_set_err(err, errlen, "tensor '%.80s' is not part of this run%s%s",
                           mha_st_name(f, i), c->extra_hint ? " " : "",
                           c->extra_hint ? c->extra_hint : "");
             st = MHA_EFORMAT;
@@ -302,7 +302,7 @@ int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
         *total = 0;
     ckpt_tensor *t = calloc(n ? n : 1, sizeof *t);
     if (!t) {
-        ckpt__set_err(err, errlen, "out of memory for the table of %zu tensors", n);
+        util_set_err(err, errlen, "out of memory for the table of %zu tensors", n);
         return MHA_ENOMEM;
     }
     size_t sum = 0;
@@ -329,13 +329,13 @@ int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
                 st = mha_optim_group(opt, i, NULL, NULL, &t[i].m, &t[i].v);
         }
         if (st != MHA_OK)
-            ckpt__set_err(err, errlen, "%s %zu: %s", what, i, mha_strerror(st));
+            util_set_err(err, errlen, "%s %zu: %s", what, i, mha_strerror(st));
     }
     float *sc = NULL;
     if (st == MHA_OK && !opt) { /* the moments are read (and validated) but not used */
         sc = calloc(2 * sum + 1, sizeof(float));
         if (!sc) {
-            ckpt__set_err(err, errlen, "out of memory for %zu moments", 2 * sum);
+            util_set_err(err, errlen, "out of memory for %zu moments", 2 * sum);
             st = MHA_ENOMEM;
         }
         for (size_t i = 0, off = 0; sc && i < n; off += t[i].numel, i++) {
@@ -363,13 +363,13 @@ int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *pr
 {
     const char *fmt = mha_st_meta(f, "format");
     if (!fmt || strcmp(fmt, format) != 0) {
-        ckpt__set_err(err, errlen, "%s: not an %s checkpoint (metadata \"format\" is %s)", prefix,
+        util_set_err(err, errlen, "%s: not an %s checkpoint (metadata \"format\" is %s)", prefix,
                 format, fmt ? fmt : "missing");
         return MHA_EFORMAT;
     }
     void *ck = malloc(cfg_size);
     if (!ck) {
-        ckpt__set_err(err, errlen, "out of memory");
+        util_set_err(err, errlen, "out of memory");
         return MHA_ENOMEM;
     }
     memcpy(ck, cfg, cfg_size);
@@ -386,19 +386,19 @@ int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *pr
         if (!v && o->ckpt == 4 && !explicit_opt[i])
             continue; /* older than the option: made with its default, which cfg holds */
         if (!v && o->ckpt == 4) {
-            ckpt__set_err(err, errlen, "checkpoint %s does not fit this run: it was made "
+            util_set_err(err, errlen, "checkpoint %s does not fit this run: it was made "
                           "before --%s existed (without it), this run gives it", path, o->name);
             st = MHA_ESHAPE;
             break;
         }
         if (!v) {
-            ckpt__set_err(err, errlen, "%s: its metadata has no \"%s\"", prefix, o->name);
+            util_set_err(err, errlen, "%s: its metadata has no \"%s\"", prefix, o->name);
             st = MHA_EFORMAT;
             break;
         }
         const char *e = cli_parse(o, v, ck);
         if (e) {
-            ckpt__set_err(err, errlen, "%s: metadata %s = \"%.200s\" %s", prefix, o->name, v, e);
+            util_set_err(err, errlen, "%s: metadata %s = \"%.200s\" %s", prefix, o->name, v, e);
             st = MHA_EFORMAT;
             break;
         }
@@ -406,7 +406,7 @@ int ckpt_config_from_meta(const mha_st_file *f, const char *path, const char *pr
         cli_format(o, cfg, mine, sizeof mine);
         cli_format(o, ck, theirs, sizeof theirs);
         if ((o->ckpt == 1 || o->ckpt == 4) && explicit_opt[i] && strcmp(mine, theirs) != 0) {
-            ckpt__set_err(err, errlen, "checkpoint %s does not fit this run: it was made with --%s "
+            util_set_err(err, errlen, "checkpoint %s does not fit this run: it was made with --%s "
                     "%.200s, this run asks for --%s %.200s", path, o->name, theirs, o->name,
                     mine);
             st = MHA_ESHAPE;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "mha_safetensors.h"
+#include "util.h" /* util_set_err: the checkpoint code's one-line messages */
 
 /* Bytes of a tensor name a checkpoint layout holds (ckpt.h). */
 enum { CKPT_NAME_CAP = 128 };
@@ -16,10 +17,6 @@ enum { CKPT_NAME_CAP = 128 };
 #define CRC_PREFIX "crc32c."
 #define CRC_META_KEY CRC_PREFIX "__metadata__"
 
-/* The checkpoint code's one-line messages: fmt into err[errlen] when err != NULL and
- * errlen > 0. */
-void ckpt__set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* 1 if k is a checksum key ("crc32c." …). */
 int ckpt_is_crc_key(const char *k);
 /* The CRC-32C of the pairs keys[i] → vals[i] that are not crc32c.* keys, sorted by key,

@@ -9,16 +9,6 @@
 #include "crc32c.h"
 #include "mha.h"
 
-void ckpt__set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- checksums ----------------------------------------------------------------------- */
 
 int ckpt_is_crc_key(const char *k) { return strncmp(k, CRC_PREFIX, strlen(CRC_PREFIX)) == 0; }
@@ -94,7 +84,7 @@ int ckpt_verify(const mha_st_file *f, char *err, size_t errlen)
     if (!keys || !vals) {
         free(keys);
         free(vals);
-        ckpt__set_err(err, errlen, "out of memory");
+        util_set_err(err, errlen, "out of memory");
         return MHA_ENOMEM;
     }
     size_t n_crc = 0;
@@ -114,7 +104,7 @@ int ckpt_verify(const mha_st_file *f, char *err, size_t errlen)
         while (k < nt && strcmp(mha_st_name(f, k), name) != 0)
             k++;
         if (k == nt) {
-            ckpt__set_err(err, errlen, "metadata %.100s: a checksum of a tensor the file does not "
+            util_set_err(err, errlen, "metadata %.100s: a checksum of a tensor the file does not "
                     "hold (the file was edited, or is corrupt)", keys[i]);
             st = MHA_EFORMAT;
         }
@@ -126,12 +116,12 @@ int ckpt_verify(const mha_st_file *f, char *err, size_t errlen)
         snprintf(key, sizeof key, CRC_PREFIX "%s", t.name);
         uint32_t want, got = crc32c(0, t.data, ckpt_tensor_bytes(&t));
         if (!parse_crc(mha_st_meta(f, key), &want)) {
-            ckpt__set_err(err, errlen,
+            util_set_err(err, errlen,
                           "tensor %.100s has no valid checksum (metadata %.100s), though "
                     "the file has checksums: the file is corrupt or was edited", t.name, key);
             st = MHA_EFORMAT;
         } else if (got != want) {
-            ckpt__set_err(err, errlen, "tensor %.100s does not match its checksum (its bytes have "
+            util_set_err(err, errlen, "tensor %.100s does not match its checksum (its bytes have "
                     "CRC-32C %08x, the file says %08x): the file is corrupt", t.name,
                     (unsigned)got, (unsigned)want);
             st = MHA_EFORMAT;
@@ -141,9 +131,9 @@ int ckpt_verify(const mha_st_file *f, char *err, size_t errlen)
         uint32_t want, got = 0;
         st = ckpt_meta_crc(keys, vals, nm, &got);
         if (st == MHA_ENOMEM)
-            ckpt__set_err(err, errlen, "out of memory");
+            util_set_err(err, errlen, "out of memory");
         else if (!parse_crc(mha_st_meta(f, CRC_META_KEY), &want) || got != want) {
-            ckpt__set_err(err, errlen, "the metadata (options, vocabulary) do not match their "
+            util_set_err(err, errlen, "the metadata (options, vocabulary) do not match their "
                     "checksum %s: the file is corrupt or was edited", CRC_META_KEY);
             st = MHA_EFORMAT;
         }

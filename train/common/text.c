@@ -3,15 +3,12 @@
  */
 #include "text.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "util.h"
 
 #define TEXT_NCODE 0x110000u /* code points U+0000..U+10FFFF: the presence bitmap's size */
 
@@ -29,25 +26,6 @@ struct text_corpus {
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
-
-#if defined(__GNUC__)
-#define TEXT_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define TEXT_PRINTF(f, a)
-#endif
-
-static int fail(int status, char *err, size_t errlen, const char *fmt, ...) TEXT_PRINTF(4, 5);
-/* Write the message (when err has room) and return status. */
-static int fail(int status, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 static int mode_ok(text_mode mode) { return mode == TEXT_BYTES || mode == TEXT_UTF8; }
 
@@ -146,7 +124,7 @@ static int scan(text_mode mode, const unsigned char *s, size_t len, const text_v
             const char *why = NULL;
             step = utf8_next(s, len, i, &sym, &why);
             if (step == 0)
-                return fail(MHA_EFORMAT, err, errlen, "invalid UTF-8 at byte offset %zu: %s", i,
+                return util_fail(MHA_EFORMAT, err, errlen, "invalid UTF-8 at byte offset %zu: %s", i,
                             why);
         }
         if (bits != NULL)
@@ -156,7 +134,7 @@ static int scan(text_mode mode, const unsigned char *s, size_t len, const text_v
             if (id < 0) {
                 char d[32];
                 describe(mode, sym, d, sizeof d);
-                return fail(MHA_EFORMAT, err, errlen,
+                return util_fail(MHA_EFORMAT, err, errlen,
                             "character %s at position %zu (byte offset %zu) is not in the "
                             "vocabulary",
                             d, count, i);
@@ -195,14 +173,14 @@ static const size_t vocab_width[2] = {2, 6}; /* hex digits per symbol */
 int text_vocab_format(const text_vocab *v, char **out, char *err, size_t errlen)
 {
     if (v == NULL || out == NULL)
-        return fail(MHA_EINVAL, err, errlen, "text_vocab_format: NULL argument");
+        return util_fail(MHA_EINVAL, err, errlen, "text_vocab_format: NULL argument");
     const char *prefix = vocab_prefix[v->mode];
     size_t w = vocab_width[v->mode], plen = strlen(prefix);
     if (v->n > (SIZE_MAX - plen - 1) / w)
-        return fail(MHA_EOVERFLOW, err, errlen, "vocabulary of %zu symbols too large", v->n);
+        return util_fail(MHA_EOVERFLOW, err, errlen, "vocabulary of %zu symbols too large", v->n);
     char *s = malloc(plen + w * v->n + 1);
     if (s == NULL)
-        return fail(MHA_ENOMEM, err, errlen, "out of memory formatting the vocabulary");
+        return util_fail(MHA_ENOMEM, err, errlen, "out of memory formatting the vocabulary");
     memcpy(s, prefix, plen);
     for (size_t i = 0; i < v->n; i++)
         snprintf(s + plen + w * i, w + 1, "%0*lx", (int)w, (unsigned long)v->sym[i]);
@@ -229,29 +207,29 @@ int text_vocab_parse(const char *s, size_t max_vocab, text_vocab **out, char *er
                      size_t errlen)
 {
     if (s == NULL || out == NULL || max_vocab == 0 || max_vocab > INT32_MAX)
-        return fail(MHA_EINVAL, err, errlen, "text_vocab_parse: NULL argument or bad limit");
+        return util_fail(MHA_EINVAL, err, errlen, "text_vocab_parse: NULL argument or bad limit");
     int m = 0;
     while (m < 2 && strncmp(s, vocab_prefix[m], strlen(vocab_prefix[m])) != 0)
         m++;
     if (m == 2)
-        return fail(MHA_EFORMAT, err, errlen,
+        return util_fail(MHA_EFORMAT, err, errlen,
                     "vocabulary string does not start with \"bytes:\" or \"utf8:\"");
     text_mode mode = (text_mode)m;
     const char *hex = s + strlen(vocab_prefix[mode]);
     size_t w = vocab_width[mode], len = strlen(hex), n = len / w;
     if (len == 0 || len % w != 0)
-        return fail(MHA_EFORMAT, err, errlen,
+        return util_fail(MHA_EFORMAT, err, errlen,
                     "vocabulary string: %zu hex digits, expected a positive multiple of %zu",
                     len, w);
     if (n > max_vocab)
-        return fail(MHA_EFORMAT, err, errlen,
+        return util_fail(MHA_EFORMAT, err, errlen,
                     "vocabulary of %zu symbols is larger than the limit %zu", n, max_vocab);
     uint32_t *sym = malloc(n * sizeof *sym);
     text_vocab *v = malloc(sizeof *v);
     if (sym == NULL || v == NULL) {
         free(sym);
         free(v);
-        return fail(MHA_ENOMEM, err, errlen, "out of memory parsing the vocabulary");
+        return util_fail(MHA_ENOMEM, err, errlen, "out of memory parsing the vocabulary");
     }
     for (size_t i = 0; i < n; i++) {
         long x = parse_hex(hex + w * i, w);
@@ -264,7 +242,7 @@ int text_vocab_parse(const char *s, size_t max_vocab, text_vocab **out, char *er
         if (why != NULL) {
             free(sym);
             free(v);
-            return fail(MHA_EFORMAT, err, errlen, "vocabulary string: symbol %zu is %s", i,
+            return util_fail(MHA_EFORMAT, err, errlen, "vocabulary string: symbol %zu is %s", i,
                         why);
         }
         sym[i] = (uint32_t)x;
@@ -278,14 +256,14 @@ int text_encode(const text_vocab *v, const char *s, size_t len, int32_t *ids, si
                 size_t *n, char *err, size_t errlen)
 {
     if (v == NULL || (s == NULL && len > 0) || n == NULL)
-        return fail(MHA_EINVAL, err, errlen, "text_encode: NULL argument");
+        return util_fail(MHA_EINVAL, err, errlen, "text_encode: NULL argument");
     size_t count;
     int rc = scan(v->mode, (const unsigned char *)s, len, v, NULL, NULL, &count, err, errlen);
     if (rc != MHA_OK)
         return rc;
     if (ids != NULL) {
         if (count > cap)
-            return fail(MHA_EOVERFLOW, err, errlen, "text_encode: %zu symbols, room for %zu",
+            return util_fail(MHA_EOVERFLOW, err, errlen, "text_encode: %zu symbols, room for %zu",
                         count, cap);
         scan(v->mode, (const unsigned char *)s, len, v, ids, NULL, &count, NULL, 0);
     }
@@ -297,16 +275,16 @@ int text_decode(const text_vocab *v, const int32_t *ids, size_t n, char *buf, si
                 size_t *len, char *err, size_t errlen)
 {
     if (v == NULL || (ids == NULL && n > 0) || buf == NULL || len == NULL)
-        return fail(MHA_EINVAL, err, errlen, "text_decode: NULL argument");
+        return util_fail(MHA_EINVAL, err, errlen, "text_decode: NULL argument");
     size_t need = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || (size_t)ids[i] >= v->n)
-            return fail(MHA_EINVAL, err, errlen, "text_decode: id %ld at position %zu is "
+            return util_fail(MHA_EINVAL, err, errlen, "text_decode: id %ld at position %zu is "
                         "outside [0, %zu)", (long)ids[i], i, v->n);
         need += v->mode == TEXT_BYTES ? 1 : utf8_len(v->sym[ids[i]]);
     }
     if (need >= cap)
-        return fail(MHA_EOVERFLOW, err, errlen, "text_decode: needs %zu bytes, room for %zu",
+        return util_fail(MHA_EOVERFLOW, err, errlen, "text_decode: needs %zu bytes, room for %zu",
                     need + 1, cap);
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
@@ -330,29 +308,29 @@ int text_from_memory(const void *data, size_t len, text_mode mode, size_t max_vo
         *out = NULL;
     if ((data == NULL && len > 0) || out == NULL || !mode_ok(mode) || max_vocab == 0 ||
         max_vocab > INT32_MAX)
-        return fail(MHA_EINVAL, err, errlen, "text_from_memory: NULL argument, bad mode or "
+        return util_fail(MHA_EINVAL, err, errlen, "text_from_memory: NULL argument, bad mode or "
                     "vocabulary limit outside [1, 2^31 - 1]");
     const unsigned char *s = data;
     if (len == 0)
-        return fail(MHA_EFORMAT, err, errlen, "empty text");
+        return util_fail(MHA_EFORMAT, err, errlen, "empty text");
     const unsigned char *nul = memchr(s, 0, len);
     if (nul != NULL)
-        return fail(MHA_EFORMAT, err, errlen, "not text: NUL byte at byte offset %zu",
+        return util_fail(MHA_EFORMAT, err, errlen, "not text: NUL byte at byte offset %zu",
                     (size_t)(nul - s));
     uint8_t *bits = calloc(TEXT_NCODE / 8, 1); /* presence of each symbol */
     text_corpus *c = NULL;
     size_t n = 0, V = 0;
     int rc = bits != NULL ? scan(mode, s, len, NULL, NULL, bits, &n, err, errlen)
-                          : fail(MHA_ENOMEM, err, errlen, "out of memory reading the text");
+                          : util_fail(MHA_ENOMEM, err, errlen, "out of memory reading the text");
     for (uint32_t cp = 0; rc == MHA_OK && cp < TEXT_NCODE; cp++)
         V += bits[cp >> 3] >> (cp & 7) & 1u;
     size_t n_train = n / 10 * 9 + n % 10 * 9 / 10; /* floor(0.9·n), exactly */
     if (rc == MHA_OK && V > max_vocab)
-        rc = fail(MHA_EFORMAT, err, errlen,
+        rc = util_fail(MHA_EFORMAT, err, errlen,
                   "vocabulary of %zu distinct characters is larger than the limit %zu", V,
                   max_vocab);
     else if (rc == MHA_OK && (n_train <= context || n - n_train <= context))
-        rc = fail(MHA_EFORMAT, err, errlen,
+        rc = util_fail(MHA_EFORMAT, err, errlen,
                   "text too short: %zu characters give %zu for training and %zu for "
                   "validation; the context %zu needs at least %zu in each",
                   n, n_train, n - n_train, context, context < SIZE_MAX ? context + 1 : context);
@@ -360,7 +338,7 @@ int text_from_memory(const void *data, size_t len, text_mode mode, size_t max_vo
                          (c->vocab.sym = malloc(V * sizeof *c->vocab.sym)) == NULL ||
                          n > SIZE_MAX / sizeof *c->ids ||
                          (c->ids = malloc(n * sizeof *c->ids)) == NULL))
-        rc = fail(MHA_ENOMEM, err, errlen, "out of memory for %zu characters", n);
+        rc = util_fail(MHA_ENOMEM, err, errlen, "out of memory for %zu characters", n);
     if (rc == MHA_OK) {
         c->vocab.mode = mode;
         for (uint32_t cp = 0; cp < TEXT_NCODE; cp++)
@@ -383,43 +361,13 @@ int text_load(const char *path, text_mode mode, size_t max_vocab, size_t context
     if (out != NULL)
         *out = NULL;
     if (path == NULL || out == NULL)
-        return fail(MHA_EINVAL, err, errlen, "text_load: NULL argument");
-    char ebuf[128];
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return fail(MHA_EIO, err, errlen, "cannot open %s: %s", path,
-                    strerror_r(e, ebuf, sizeof ebuf) == 0 ? ebuf : "error");
-    }
-    struct stat st;
-    int rc = MHA_OK;
-    if (fstat(fd, &st) != 0)
-        rc = fail(MHA_EIO, err, errlen, "cannot stat %s", path);
-    else if (!S_ISREG(st.st_mode))
-        rc = fail(MHA_EIO, err, errlen, "%s is not a regular file", path);
-    else if ((uintmax_t)st.st_size > TEXT_MAX_FILE_BYTES)
-        rc = fail(MHA_EOVERFLOW, err, errlen, "%s: %jd bytes, more than the limit of %zu",
-                  path, (intmax_t)st.st_size, TEXT_MAX_FILE_BYTES);
-    size_t size = rc == MHA_OK ? (size_t)st.st_size : 0, got = 0;
-    unsigned char *buf = rc == MHA_OK ? malloc(size + 1) : NULL;
-    if (rc == MHA_OK && buf == NULL)
-        rc = fail(MHA_ENOMEM, err, errlen, "out of memory reading %s", path);
-    while (rc == MHA_OK && got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            rc = fail(MHA_EIO, err, errlen, "cannot read %s: %s", path,
-                      strerror_r(e, ebuf, sizeof ebuf) == 0 ? ebuf : "error");
-        } else if (r == 0)
-            size = got; /* the file shrank while being read: take what is there */
-        else
-            got += (size_t)r;
-    }
-    close(fd);
+        return util_fail(MHA_EINVAL, err, errlen, "text_load: NULL argument");
+    char *buf;
+    size_t got;
+    int rc = util_read_file(path, TEXT_MAX_FILE_BYTES, &buf, &got, err, errlen);
     if (rc == MHA_OK)
-        rc = text_from_memory(buf, got, mode, max_vocab, context, out, err, errlen);
+        rc = text_from_memory((const unsigned char *)buf, got, mode, max_vocab, context, out,
+                              err, errlen);
     free(buf);
     return rc;
 }
@@ -453,11 +401,11 @@ const int32_t *text_corpus_part(const text_corpus *c, text_part part, size_t *le
 static int check_window(size_t len, size_t T, char *err, size_t errlen)
 {
     if (T == 0 || len <= T)
-        return fail(MHA_EINVAL, err, errlen,
+        return util_fail(MHA_EINVAL, err, errlen,
                     "windows of %zu tokens need T >= 1 and at least T + 1 symbols; have %zu",
                     T, len);
     if (len - T > UINT32_MAX)
-        return fail(MHA_EOVERFLOW, err, errlen, "%zu window offsets exceed 2^32", len - T);
+        return util_fail(MHA_EOVERFLOW, err, errlen, "%zu window offsets exceed 2^32", len - T);
     return MHA_OK;
 }
 
@@ -465,7 +413,7 @@ int text_draw_offsets(size_t len, size_t T, size_t count, mha_pcg32 *rng, size_t
                       char *err, size_t errlen)
 {
     if (rng == NULL || (offsets == NULL && count > 0))
-        return fail(MHA_EINVAL, err, errlen, "text_draw_offsets: NULL argument");
+        return util_fail(MHA_EINVAL, err, errlen, "text_draw_offsets: NULL argument");
     int rc = check_window(len, T, err, errlen);
     for (size_t i = 0; rc == MHA_OK && i < count; i++) {
         uint32_t o;
@@ -487,14 +435,14 @@ int text_windows(const int32_t *ids, size_t len, size_t T, const size_t *offsets
                  int32_t *tokens, int32_t *targets, char *err, size_t errlen)
 {
     if (ids == NULL || ((offsets == NULL || tokens == NULL || targets == NULL) && B > 0))
-        return fail(MHA_EINVAL, err, errlen, "text_windows: NULL argument");
+        return util_fail(MHA_EINVAL, err, errlen, "text_windows: NULL argument");
     int rc = check_window(len, T, err, errlen);
     for (size_t b = 0; rc == MHA_OK && b < B; b++)
         if (offsets[b] > len - T - 1)
-            rc = fail(MHA_EINVAL, err, errlen, "window %zu: offset %zu is past %zu", b,
+            rc = util_fail(MHA_EINVAL, err, errlen, "window %zu: offset %zu is past %zu", b,
                       offsets[b], len - T - 1);
     if (rc == MHA_OK && B > SIZE_MAX / T)
-        rc = fail(MHA_EOVERFLOW, err, errlen, "B·T overflows");
+        rc = util_fail(MHA_EOVERFLOW, err, errlen, "B·T overflows");
     for (size_t b = 0; rc == MHA_OK && b < B; b++) {
         memcpy(tokens + b * T, ids + offsets[b], T * sizeof *ids);
         memcpy(targets + b * T, ids + offsets[b] + 1, T * sizeof *ids);
@@ -506,10 +454,10 @@ int text_batch(const int32_t *ids, size_t len, size_t B, size_t T, mha_pcg32 *rn
                int32_t *tokens, int32_t *targets, char *err, size_t errlen)
 {
     if (ids == NULL || rng == NULL || ((tokens == NULL || targets == NULL) && B > 0))
-        return fail(MHA_EINVAL, err, errlen, "text_batch: NULL argument");
+        return util_fail(MHA_EINVAL, err, errlen, "text_batch: NULL argument");
     int rc = check_window(len, T, err, errlen);
     if (rc == MHA_OK && B > SIZE_MAX / T)
-        rc = fail(MHA_EOVERFLOW, err, errlen, "B·T overflows");
+        rc = util_fail(MHA_EOVERFLOW, err, errlen, "B·T overflows");
     for (size_t b = 0; rc == MHA_OK && b < B; b++) {
         size_t o;
         text_draw_offsets(len, T, 1, rng, &o, NULL, 0); /* checked above: cannot fail */
@@ -538,22 +486,22 @@ int text_sample(const float *logits, size_t V, double temperature, size_t top_k,
                 mha_pcg32 *rng, int32_t *id, char *err, size_t errlen)
 {
     if (logits == NULL || rng == NULL || id == NULL || V == 0 || V > INT32_MAX)
-        return fail(MHA_EINVAL, err, errlen, "text_sample: NULL argument or V outside "
+        return util_fail(MHA_EINVAL, err, errlen, "text_sample: NULL argument or V outside "
                     "[1, 2^31 - 1]");
     if (!(temperature > 0) || !isfinite(temperature))
-        return fail(MHA_EINVAL, err, errlen, "temperature %g: must be > 0 and finite",
+        return util_fail(MHA_EINVAL, err, errlen, "temperature %g: must be > 0 and finite",
                     temperature);
     double max = -INFINITY;
     for (size_t i = 0; i < V; i++) {
         if (!isfinite(logits[i]))
-            return fail(MHA_ENONFINITE, err, errlen, "logit %zu is %g", i, (double)logits[i]);
+            return util_fail(MHA_ENONFINITE, err, errlen, "logit %zu is %g", i, (double)logits[i]);
         if (logits[i] > max)
             max = logits[i];
     }
     size_t k = top_k == 0 || top_k >= V ? V : top_k;
     ranked *order = malloc(V * sizeof *order); /* candidates order[0..k) */
     if (order == NULL)
-        return fail(MHA_ENOMEM, err, errlen, "text_sample: out of memory");
+        return util_fail(MHA_ENOMEM, err, errlen, "text_sample: out of memory");
     for (size_t i = 0; i < V; i++)
         order[i] = (ranked){logits[i], (int32_t)i};
     if (k < V)

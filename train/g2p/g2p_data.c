@@ -156,7 +156,7 @@ static int target_symbols(const g2p_dict *d, char ***list, size_t *n, size_t *cl
 int g2p_vocab_build(const g2p_dict *d, g2p_vocab *src, g2p_vocab *tgt, char *err, size_t errcap)
 {
     if (d == NULL || src == NULL || tgt == NULL || d->n_words == 0)
-        return g2p__fail(MHA_EINVAL, err, errcap,
+        return util_fail(MHA_EINVAL, err, errcap,
                          "g2p_vocab_build: NULL argument or empty dictionary");
     char **sl = NULL, **tl = NULL, *blob = NULL;
     size_t sn = 0, tn = 0, clash = SIZE_MAX;
@@ -169,7 +169,7 @@ int g2p_vocab_build(const g2p_dict *d, g2p_vocab *src, g2p_vocab *tgt, char *err
         for (size_t p = 0; p < d->n_prons && line == 0; p++)
             if (clash >= d->prons[p].off && clash < d->prons[p].off + d->prons[p].len)
                 line = d->prons[p].line;
-        rc = g2p__fail(MHA_EFORMAT, err, errcap,
+        rc = util_fail(MHA_EFORMAT, err, errcap,
                        "line %zu: target symbol \"%s\" is reserved (<pad>, <s>, </s>)", line,
                        d->tokens[clash]);
     } else {
@@ -178,7 +178,7 @@ int g2p_vocab_build(const g2p_dict *d, g2p_vocab *src, g2p_vocab *tgt, char *err
         if (rc == MHA_OK)
             rc = vocab_from(&t, TGT_SPECIAL, G2P_NSPECIAL, (const char *const *)tl, tn);
         if (rc != MHA_OK)
-            g2p__fail(rc, err, errcap, "g2p_vocab_build: %s", why_status(rc));
+            util_fail(rc, err, errcap, "g2p_vocab_build: %s", why_status(rc));
     }
     free(sl);
     free(blob);
@@ -197,26 +197,26 @@ int g2p_vocab_make(g2p_vocab *v, const char *const *sym, size_t n, size_t n_spec
                    size_t errcap)
 {
     if (v == NULL || sym == NULL || n_special > n)
-        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_vocab_make: NULL argument or n_special > n");
+        return util_fail(MHA_EINVAL, err, errcap, "g2p_vocab_make: NULL argument or n_special > n");
     if (n > INT32_MAX)
-        return g2p__fail(MHA_EFORMAT, err, errcap, "vocabulary of %zu symbols, more than 2^31 - 1",
+        return util_fail(MHA_EFORMAT, err, errcap, "vocabulary of %zu symbols, more than 2^31 - 1",
                          n);
     for (size_t i = 0; i < n; i++) {
         if (sym[i] == NULL || sym[i][0] == '\0')
-            return g2p__fail(MHA_EFORMAT, err, errcap, "vocabulary: symbol %zu is empty", i);
+            return util_fail(MHA_EFORMAT, err, errcap, "vocabulary: symbol %zu is empty", i);
         if (i > n_special && strcmp(sym[i - 1], sym[i]) >= 0)
-            return g2p__fail(
+            return util_fail(
                 MHA_EFORMAT, err, errcap,
                 "vocabulary: symbol %zu \"%s\" is not after symbol %zu \"%s\" (strcmp)", i, sym[i],
                 i - 1, sym[i - 1]);
         for (size_t s = 0; s < n_special && s < i; s++)
             if (strcmp(sym[s], sym[i]) == 0)
-                return g2p__fail(MHA_EFORMAT, err, errcap,
+                return util_fail(MHA_EFORMAT, err, errcap,
                                  "vocabulary: symbol %zu \"%s\" repeats reserved symbol %zu", i,
                                  sym[i], s);
     }
     int rc = vocab_from(v, sym, n_special, sym + n_special, n - n_special);
-    return rc == MHA_OK ? rc : g2p__fail(rc, err, errcap, "g2p_vocab_make: %s", why_status(rc));
+    return rc == MHA_OK ? rc : util_fail(rc, err, errcap, "g2p_vocab_make: %s", why_status(rc));
 }
 
 int g2p_vocab_copy(g2p_vocab *dst, const g2p_vocab *src)
@@ -342,7 +342,7 @@ int g2p_set_encode(const g2p_dict *d, const g2p_vocab *src, const g2p_vocab *tgt
 {
     if (d == NULL || src == NULL || tgt == NULL || s == NULL || src->sym == NULL ||
         tgt->sym == NULL)
-        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_set_encode: NULL argument");
+        return util_fail(MHA_EINVAL, err, errcap, "g2p_set_encode: NULL argument");
     size_t W = d->n_words, P = d->n_prons, nsrc = 0;
     for (size_t w = 0; w < W; w++)
         nsrc += g2p__utf8_count(d->words[w].text);
@@ -359,7 +359,7 @@ int g2p_set_encode(const g2p_dict *d, const g2p_vocab *src, const g2p_vocab *tgt
     if (!o.src || !o.src_off || !o.tgt || !o.tgt_off || !o.pron_off || !o.pron_word || !o.usable ||
         !o.word_idx || !o.pron_idx) {
         g2p_set_free(&o);
-        return g2p__fail(MHA_ENOMEM, err, errcap, "g2p_set_encode: out of memory");
+        return util_fail(MHA_ENOMEM, err, errcap, "g2p_set_encode: out of memory");
     }
     size_t at = 0, kt = 0;
     for (size_t w = 0; w < W; w++) {
@@ -440,18 +440,18 @@ int g2p_batch(const g2p_set *s, const size_t *prons, size_t B, size_t S, size_t 
 {
     if (s == NULL || prons == NULL || src == NULL || tgt_in == NULL || tgt_out == NULL || B == 0 ||
         S == 0 || T == 0)
-        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_batch: NULL argument or B, S or T = 0");
+        return util_fail(MHA_EINVAL, err, errcap, "g2p_batch: NULL argument or B, S or T = 0");
     if (B > SIZE_MAX / S || B > SIZE_MAX / T)
-        return g2p__fail(MHA_EOVERFLOW, err, errcap, "g2p_batch: B·S or B·T overflows");
+        return util_fail(MHA_EOVERFLOW, err, errcap, "g2p_batch: B·S or B·T overflows");
     for (size_t b = 0; b < B; b++) {
         size_t p = prons[b];
         if (p >= s->n_prons || !s->usable[s->pron_word[p]])
-            return g2p__fail(MHA_EINVAL, err, errcap, "g2p_batch: row %zu: pronunciation %zu %s", b,
+            return util_fail(MHA_EINVAL, err, errcap, "g2p_batch: row %zu: pronunciation %zu %s", b,
                              p, p >= s->n_prons ? "out of range" : "of a word that is not usable");
         size_t w = s->pron_word[p], m = s->src_off[w + 1] - s->src_off[w];
         size_t L = s->tgt_off[p + 1] - s->tgt_off[p];
         if (m > S || L + 1 > T)
-            return g2p__fail(MHA_EOVERFLOW, err, errcap,
+            return util_fail(MHA_EOVERFLOW, err, errcap,
                              "g2p_batch: row %zu: a word of %zu symbols and a pronunciation of %zu "
                              "need S >= %zu and T >= %zu; have S = %zu, T = %zu",
                              b, m, L, m, L + 1, S, T);

@@ -9,27 +9,11 @@
 #include "g2p_data.h"
 #include "g2p_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
-
-int g2p__fail(int status, char *err, size_t errcap, const char *fmt, ...)
-{
-    if (err != NULL && errcap > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 int g2p__grow(void *p, size_t *cap, size_t need, size_t size)
 {
@@ -312,11 +296,11 @@ static int detect_format(const char *buf, size_t len)
 static int parse_check(size_t len, const char *nm, int format, char *err, size_t errcap)
 {
     if (format != G2P_FMT_AUTO && format != G2P_FMT_CMUDICT && format != G2P_FMT_TSV)
-        return g2p__fail(MHA_EINVAL, err, errcap, "%s: unknown dictionary format %d", nm, format);
+        return util_fail(MHA_EINVAL, err, errcap, "%s: unknown dictionary format %d", nm, format);
     if (len == 0)
-        return g2p__fail(MHA_EFORMAT, err, errcap, "%s: empty file", nm);
+        return util_fail(MHA_EFORMAT, err, errcap, "%s: empty file", nm);
     if (len > G2P_MAX_FILE_BYTES)
-        return g2p__fail(MHA_EOVERFLOW, err, errcap, "%s: %zu bytes, more than the limit of %zu",
+        return util_fail(MHA_EOVERFLOW, err, errcap, "%s: %zu bytes, more than the limit of %zu",
                          nm, len, G2P_MAX_FILE_BYTES);
     return MHA_OK;
 }
@@ -329,13 +313,13 @@ int g2p_dict_parse(const void *data, size_t len, const char *name, int format, g
 {
     const char *nm = name != NULL ? name : "(memory)";
     if (d == NULL || (data == NULL && len > 0))
-        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_dict_parse: NULL argument");
+        return util_fail(MHA_EINVAL, err, errcap, "g2p_dict_parse: NULL argument");
     int rc = parse_check(len, nm, format, err, errcap);
     if (rc != MHA_OK)
         return rc;
     char *buf = malloc(len + 1);
     if (buf == NULL)
-        return g2p__fail(MHA_ENOMEM, err, errcap, "%s: out of memory", nm);
+        return util_fail(MHA_ENOMEM, err, errcap, "%s: out of memory", nm);
     memcpy(buf, data, len);
     buf[len] = '\0';
     return parse_owned(buf, len, nm, format, d, err, errcap);
@@ -358,7 +342,7 @@ static int parse_owned(char *buf, size_t len, const char *nm, int format, g2p_di
         size_t line = ++out.n_lines;
         i = (size_t)(e - buf) + 1;
         if ((size_t)(e - s) > G2P_MAX_LINE) {
-            rc = g2p__fail(MHA_EFORMAT, err, errcap,
+            rc = util_fail(MHA_EFORMAT, err, errcap,
                            "%s:%zu: line of %zu bytes, longer than the limit of %zu", nm, line,
                            (size_t)(e - s), G2P_MAX_LINE);
             break;
@@ -372,7 +356,7 @@ static int parse_owned(char *buf, size_t len, const char *nm, int format, g2p_di
                           : format == G2P_FMT_CMUDICT ? cmudict_line(&p, s, n, line, &oom)
                                                       : tsv_line(&p, s, n, line, &oom);
         if (oom)
-            rc = g2p__fail(MHA_ENOMEM, err, errcap, "%s: out of memory", nm);
+            rc = util_fail(MHA_ENOMEM, err, errcap, "%s: out of memory", nm);
         else if (why != NULL && out.skipped++ == 0) {
             out.skipped_line_first = line;
             out.skipped_why = why;
@@ -380,16 +364,16 @@ static int parse_owned(char *buf, size_t len, const char *nm, int format, g2p_di
     }
     if (rc == MHA_OK && p.n_prons == 0)
         rc = out.skipped == 0
-                 ? g2p__fail(MHA_EFORMAT, err, errcap,
+                 ? util_fail(MHA_EFORMAT, err, errcap,
                              "%s: no usable entry: 0 lines skipped, all %zu blank", nm, out.n_lines)
-                 : g2p__fail(MHA_EFORMAT, err, errcap,
+                 : util_fail(MHA_EFORMAT, err, errcap,
                              "%s: no usable entry: all %zu non-blank lines of %zu skipped "
                              "(the first, line %zu: %s)",
                              nm, out.skipped, out.n_lines, out.skipped_line_first, out.skipped_why);
     /* group the pronunciations by word, keeping file order within each (a counting sort) */
     g2p_pron *grouped = rc == MHA_OK ? malloc(p.n_prons * sizeof *grouped) : NULL;
     if (rc == MHA_OK && grouped == NULL)
-        rc = g2p__fail(MHA_ENOMEM, err, errcap, "%s: out of memory", nm);
+        rc = util_fail(MHA_ENOMEM, err, errcap, "%s: out of memory", nm);
     if (rc != MHA_OK) {
         parse_free(&p);
         free(buf);
@@ -426,48 +410,16 @@ static int parse_owned(char *buf, size_t len, const char *nm, int format, g2p_di
 int g2p_dict_read(const char *path, int format, g2p_dict *d, char *err, size_t errcap)
 {
     if (path == NULL || d == NULL)
-        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_dict_read: NULL argument");
-    char ebuf[128];
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return g2p__fail(MHA_EIO, err, errcap, "cannot open %s: %s", path,
-                         strerror_r(e, ebuf, sizeof ebuf) == 0 ? ebuf : "error");
-    }
-    struct stat st;
-    int rc = MHA_OK;
-    if (fstat(fd, &st) != 0)
-        rc = g2p__fail(MHA_EIO, err, errcap, "cannot stat %s", path);
-    else if (!S_ISREG(st.st_mode))
-        rc = g2p__fail(MHA_EIO, err, errcap, "%s is not a regular file", path);
-    else if ((uintmax_t)st.st_size > G2P_MAX_FILE_BYTES)
-        rc = g2p__fail(MHA_EOVERFLOW, err, errcap, "%s: %jd bytes, more than the limit of %zu",
-                       path, (intmax_t)st.st_size, G2P_MAX_FILE_BYTES);
-    size_t size = rc == MHA_OK ? (size_t)st.st_size : 0, got = 0;
-    char *buf = rc == MHA_OK ? malloc(size + 1) : NULL;
-    if (rc == MHA_OK && buf == NULL)
-        rc = g2p__fail(MHA_ENOMEM, err, errcap, "out of memory reading %s", path);
-    while (rc == MHA_OK && got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            rc = g2p__fail(MHA_EIO, err, errcap, "cannot read %s: %s", path,
-                           strerror_r(e, ebuf, sizeof ebuf) == 0 ? ebuf : "error");
-        } else if (r == 0)
-            size = got; /* the file shrank while being read: take what is there */
-        else
-            got += (size_t)r;
-    }
-    close(fd);
+        return util_fail(MHA_EINVAL, err, errcap, "g2p_dict_read: NULL argument");
+    char *buf;
+    size_t got;
+    int rc = util_read_file(path, G2P_MAX_FILE_BYTES, &buf, &got, err, errcap);
     if (rc == MHA_OK)
         rc = parse_check(got, path, format, err, errcap);
     if (rc != MHA_OK) {
         free(buf);
         return rc;
     }
-    buf[got] = '\0';
     return parse_owned(buf, got, path, format, d, err, errcap); /* it owns buf now */
 }
 

@@ -8,15 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__GNUC__)
-#define G2P_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define G2P_PRINTF(f, a)
-#endif
-
-/* Write the message to err[errcap] (when err != NULL and errcap > 0, truncated to fit) and
- * return status. */
-int g2p__fail(int status, char *err, size_t errcap, const char *fmt, ...) G2P_PRINTF(4, 5);
+#include "util.h" /* util_fail: the message into err[errcap], and the status returned */
 
 /* Grow the array *p (of *cap elements of `size` bytes, doubling) to hold at least `need`;
  * 0, or -1 when out of memory (then *p and *cap are unchanged). */

@@ -68,7 +68,7 @@ int g2p_stress_map(const g2p_vocab *tgt, g2p_vocab *reduced, int32_t *map, char 
 {
     if (tgt == NULL || tgt->sym == NULL || reduced == NULL || map == NULL ||
         tgt->n_special > tgt->n)
-        return g2p__fail(MHA_EINVAL, err, errcap, "g2p_stress_map: NULL argument");
+        return util_fail(MHA_EINVAL, err, errcap, "g2p_stress_map: NULL argument");
     size_t ns = tgt->n_special, n = tgt->n;
     /* every symbol stripped (copies), then sorted and made distinct */
     char **all = calloc(n ? n : 1, sizeof *all), **uniq = calloc(n ? n : 1, sizeof *uniq);
@@ -94,7 +94,7 @@ int g2p_stress_map(const g2p_vocab *tgt, g2p_vocab *reduced, int32_t *map, char 
             for (size_t s = 0; s < ns; s++)
                 if (strcmp(uniq[i], tgt->sym[s]) == 0)
                     rc =
-                        g2p__fail(MHA_EFORMAT, err, errcap,
+                        util_fail(MHA_EFORMAT, err, errcap,
                                   "g2p_stress_map: \"%s\" without its stress digit is the reserved "
                                   "symbol %zu",
                                   uniq[i], s);
@@ -103,7 +103,7 @@ int g2p_stress_map(const g2p_vocab *tgt, g2p_vocab *reduced, int32_t *map, char 
     if (rc == MHA_OK)
         rc = g2p_vocab_make(&red, (const char *const *)uniq, nu, ns, err, errcap);
     else if (rc == MHA_ENOMEM)
-        g2p__fail(rc, err, errcap, "g2p_stress_map: out of memory");
+        util_fail(rc, err, errcap, "g2p_stress_map: out of memory");
     if (rc == MHA_OK)
         for (size_t i = 0; i < n; i++)
             map[i] = g2p_vocab_find(&red, all[i]); /* always found */
@@ -177,29 +177,29 @@ int g2p_scorer_add(g2p_scorer *s, const int32_t *hyp, size_t nh, const int32_t *
                    size_t errcap)
 {
     if (s == NULL || (hyp == NULL && nh > 0) || ref == NULL || ref_off == NULL || n_ref == 0)
-        return g2p__fail(MHA_EINVAL, err, errcap,
+        return util_fail(MHA_EINVAL, err, errcap,
                          "g2p_scorer_add: NULL argument or a word without references");
     size_t total = ref_off[n_ref] - ref_off[0];
     for (size_t i = 0; i < n_ref; i++)
         if (ref_off[i + 1] < ref_off[i])
-            return g2p__fail(MHA_EINVAL, err, errcap, "g2p_scorer_add: ref_off decreases at %zu",
+            return util_fail(MHA_EINVAL, err, errcap, "g2p_scorer_add: ref_off decreases at %zu",
                              i);
     if (s->map != NULL) {
         for (size_t i = 0; i < nh; i++)
             if (hyp[i] < 0 || (size_t)hyp[i] >= s->map_n)
-                return g2p__fail(MHA_EINVAL, err, errcap,
+                return util_fail(MHA_EINVAL, err, errcap,
                                  "g2p_scorer_add: hypothesis id %d at %zu outside [0, %zu)",
                                  (int)hyp[i], i, s->map_n);
         for (size_t k = ref_off[0]; k < ref_off[n_ref]; k++)
             if (ref[k] < 0 || (size_t)ref[k] >= s->map_n)
-                return g2p__fail(MHA_EINVAL, err, errcap,
+                return util_fail(MHA_EINVAL, err, errcap,
                                  "g2p_scorer_add: reference id %d outside [0, %zu)", (int)ref[k],
                                  s->map_n);
     }
     if (reserve(&s->work, &s->cap, nh + 1, sizeof *s->work) != 0 ||
         (s->map != NULL && (reserve(&s->buf, &s->cap_buf, nh + total, sizeof *s->buf) != 0 ||
                             reserve(&s->off, &s->cap_off, n_ref + 1, sizeof *s->off) != 0)))
-        return g2p__fail(MHA_ENOMEM, err, errcap, "g2p_scorer_add: out of memory");
+        return util_fail(MHA_ENOMEM, err, errcap, "g2p_scorer_add: out of memory");
     g2p_closest c[2] = {g2p_closest_ref(hyp, nh, ref, ref_off, n_ref, s->work), {0, 0, 0}};
     if (s->map != NULL) {
         /* buf = [mapped hypothesis (nh) | mapped references (total)], offsets from 0 */
