@@ -147,7 +147,7 @@ static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_
         const int st = decode_batch(g, &g->str[omp_get_thread_num()], b0, B, nbest, K, KD, 0,
                                     res, res_len, res_lp);
         if (st != MHA_OK) {
-#pragma omp critical(g2p_decode_status)
+#pragma omp critical /* unnamed: a named one would be an exported symbol */
             if (bi < first) {
                 first = bi;
                 first_st = st;
