@@ -160,7 +160,8 @@ static void g2p_api_nbest_and_stress(void **state)
 /* Two threads decode a batch's words in two streams (the model's batches shared out, the
  * second stream reading the first's copy of the weights): the very answers of one thread,
  * bit for bit (phones, log-probabilities), greedy and beam, for 150 words (several batches
- * per stream) of every length the model reads. */
+ * per stream) of every length the model reads; and a beam wider than a stream's 32 rows
+ * (40: one word at a time, in the first stream's widened caches) answers every word. */
 static void g2p_api_threads_answer_the_same(void **state)
 {
     (void)state;
@@ -182,7 +183,9 @@ static void g2p_api_threads_answer_the_same(void **state)
     for (int t = 0; t < 2; t++)
         if (mha_g2p_open(&g[t], MODEL, t + 1, err, sizeof err) != MHA_OK)
             fail_msg("%s", err);
-    for (size_t beam = 1; beam <= K; beam++) {
+    static const size_t beams[] = {1, 2, 40};
+    for (size_t bi = 0; bi < sizeof beams / sizeof beams[0]; bi++) {
+        const size_t beam = beams[bi];
         static mha_g2p_pron out[2][N * K];
         size_t n_out[2][N];
         int status[2][N];
@@ -193,6 +196,8 @@ static void g2p_api_threads_answer_the_same(void **state)
                                                      sizeof err), MHA_OK);
         }
         for (size_t i = 0; i < N; i++) {
+            assert_int_equal(status[0][i], MHA_OK);
+            assert_true(n_out[0][i] >= 1);
             assert_int_equal(n_out[0][i], n_out[1][i]);
             for (size_t k = 0; k < n_out[0][i]; k++) {
                 assert_string_equal(out[0][i * K + k].phones, out[1][i * K + k].phones);

@@ -76,6 +76,8 @@ struct mha_g2p {
     g2p_stream str[DECODE_STREAMS]; /* n_str of them, rows hypotheses each: batches of
                                        words are shared out over threads (one each)     */
     size_t n_str, rows;
+    size_t cap0;                 /* rows of every stream's caches: rows, or the widest
+                                    beam asked for (a word's K hypotheses in one batch)  */
     mha_st_file *file[MAX_MODELS];  /* m[i]'s verified file while its weights wait to be
                                        copied (g2p__ready), else NULL                   */
     int threads;
@@ -118,6 +120,10 @@ int g2p__ready(mha_g2p *g, char *err, size_t errlen);
  * model's weights (mha_s2s_infer_share), made when a call first has batches for them.
  * MHA_OK or MHA_ENOMEM. */
 int g2p__streams(mha_g2p *g);
+/* Make the streams' caches hold at least K rows (a beam of K > rows decodes one word per
+ * batch): when they hold fewer, every stream's caches are dropped, to be made again with K
+ * rows by g2p__ready / g2p__streams. MHA_OK (nothing to do, or dropped). */
+int g2p__widen(mha_g2p *g, size_t K);
 
 /* ---- g2p_words.c ---------------------------------------------------------------------- */
 

@@ -117,17 +117,18 @@ static int decode_batch(mha_g2p *g, g2p_stream *s, size_t b0, size_t B, size_t n
 static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_len,
                   double *res_lp)
 {
-    const int ready = g2p__ready(g, NULL, 0);
-    if (ready != MHA_OK)
-        return ready;
     const size_t K = g->beam > nbest ? g->beam : nbest;
+    int st0 = g2p__widen(g, K); /* a beam wider than a stream's rows: K rows each */
+    if (st0 == MHA_OK)
+        st0 = g2p__ready(g, NULL, 0);
+    if (st0 != MHA_OK)
+        return st0;
     const int resc = K > 1 && g->resc.n > 0;
     const size_t KD = resc ? K : nbest; /* the beam's list: all of it when rescored */
     const size_t batch = g->rows / K > 0 ? g->rows / K : 1;
     const size_t nb = (n + batch - 1) / batch;
     sort_by_length(n, g->ids_len, g->max_src < 256 ? g->max_src : 256, g->order);
     const int par = g->n_str > 1 && !resc && nb > 1;
-    int st0;
     if (par && (st0 = g2p__streams(g)) != MHA_OK)
         return st0;
     if (!par) { /* not even an inactive region: the library's own regions run as always */
@@ -396,8 +397,11 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
             pw[i].slot = n_dec;
             dec_of[n_dec++] = i;
         }
-        if (st == MHA_OK && n_dec > 0 && (st = decode(g, n_dec, nbest, res, res_len, res_lp)))
+        if (st == MHA_OK && n_dec > 0 && (st = decode(g, n_dec, nbest, res, res_len, res_lp))) {
             set_err(err, errlen, "decoding: %s", mha_strerror(st));
+            for (size_t j = 0; j < n_dec; j++) /* the words the model was to answer failed */
+                status[dec_of[j]] = st;
+        }
         for (size_t j = 0; st == MHA_OK && j < n_dec; j++) {
             pending *p = &pw[dec_of[j]];
             p->first_ans = g->n_ans;

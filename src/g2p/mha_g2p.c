@@ -291,7 +291,7 @@ int g2p__ready(mha_g2p *g, char *err, size_t errlen)
         }
         /* stream 0's caches (the others' when a call has batches for them: g2p__streams) */
         if (st == MHA_OK && !g->str[0].inf[i] &&
-            (st = mha_s2s_infer_create(&g->str[0].inf[i], g->m[i], g->rows, g->max_src,
+            (st = mha_s2s_infer_create(&g->str[0].inf[i], g->m[i], g->cap0, g->max_src,
                                        g->max_tgt)) != MHA_OK)
             set_err(err, errlen, "decoder caches: %s", mha_strerror(st));
     }
@@ -316,13 +316,26 @@ int g2p__ready(mha_g2p *g, char *err, size_t errlen)
     return st;
 }
 
+int g2p__widen(mha_g2p *g, size_t K)
+{
+    if (K <= g->cap0)
+        return MHA_OK;
+    for (size_t i = 0; i < g->n_models; i++)
+        for (size_t k = g->n_str; k-- > 0;) { /* the sharing ones first */
+            mha_s2s_infer_destroy(g->str[k].inf[i]);
+            g->str[k].inf[i] = NULL;
+        }
+    g->cap0 = K;
+    return MHA_OK;
+}
+
 int g2p__streams(mha_g2p *g)
 {
     int st = MHA_OK;
     for (size_t i = 0; i < g->n_models && st == MHA_OK; i++)
         for (size_t k = 1; k < g->n_str && st == MHA_OK; k++)
             if (!g->str[k].inf[i])
-                st = mha_s2s_infer_share(&g->str[k].inf[i], g->str[0].inf[i], g->rows);
+                st = mha_s2s_infer_share(&g->str[k].inf[i], g->str[0].inf[i], g->cap0);
     return st;
 }
 
@@ -394,7 +407,7 @@ int mha_g2p_open(mha_g2p **out, const char *model_path, int threads, char *err, 
      * bit, do not depend on it */
     const int t = threads > 0 ? threads : omp_get_num_procs();
     g->n_str = t < 1 ? 1 : (size_t)t < DECODE_STREAMS ? (size_t)t : DECODE_STREAMS;
-    g->rows = DECODE_ROWS / DECODE_STREAMS;
+    g->rows = g->cap0 = DECODE_ROWS / DECODE_STREAMS;
     const int st = open_file(g, model_path, 0, err, errlen);
     if (st != MHA_OK) {
         mha_g2p_close(g);
