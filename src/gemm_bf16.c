@@ -136,9 +136,9 @@ static inline __mmask16 mask16(size_t n)
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
-/* Loads and stores of 16 lanes under a mask, plain when the mask is full: AMD's Zen 4 runs a
- * masked 512-bit store many times slower than a plain one (it was 3/4 of the packing's
- * time there), whatever the mask holds. */
+/* Loads and stores of 16 lanes under a mask, plain when the mask is full (a masked 512-bit
+ * store can be slower than a plain one on some cores; on the AMD EPYC measured here the
+ * packing, being memory-bound, took the same time either way). */
 static inline BF16_TARGET __m512 load16(__mmask16 m, const float *p)
 {
     return m == (__mmask16)0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
@@ -234,8 +234,8 @@ enum { KR = 6, KNV = 4, KNB = 16 * KNV }; /* rows, vectors and columns of a bloc
 
 /* C[0..R, 0..16·NV) (the last vector masked by `last`) = alpha·Σ_kk Ap(r, kk)·Bp[kk, ·]
  * + bias + beta·C;  Ap(r, kk) = Ap[r·ars + kk·acs], Bp row stride ldb; bias[0..16·NV) added
- * to every row (NULL: none), rounded once with the product as beta = 1 over a C filled
- * with it would round them. */
+ * to every row (NULL: none): the bias and the product rounded once, the bits beta = 1 over
+ * a C filled with the bias gives. */
 static inline __attribute__((always_inline)) BF16_TARGET void
 bkernel(const int R, const int NV, size_t Kh, const uint32_t *Ap, size_t ars, size_t acs,
         const uint32_t *Bp, size_t ldb, float alpha, const float *bias, float beta, float *C,

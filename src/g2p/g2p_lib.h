@@ -122,8 +122,8 @@ int g2p__ready(mha_g2p *g, char *err, size_t errlen);
 int g2p__streams(mha_g2p *g);
 /* Make the streams' caches hold at least K rows (a beam of K > rows decodes one word per
  * batch): when they hold fewer, every stream's caches are dropped, to be made again with K
- * rows by g2p__ready / g2p__streams. MHA_OK (nothing to do, or dropped). */
-int g2p__widen(mha_g2p *g, size_t K);
+ * rows by g2p__ready / g2p__streams. */
+void g2p__widen(mha_g2p *g, size_t K);
 
 /* ---- g2p_words.c ---------------------------------------------------------------------- */
 

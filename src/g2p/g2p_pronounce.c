@@ -118,9 +118,8 @@ static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_
                   double *res_lp)
 {
     const size_t K = g->beam > nbest ? g->beam : nbest;
-    int st0 = g2p__widen(g, K); /* a beam wider than a stream's rows: K rows each */
-    if (st0 == MHA_OK)
-        st0 = g2p__ready(g, NULL, 0);
+    g2p__widen(g, K); /* a beam wider than a stream's rows: K rows each */
+    int st0 = g2p__ready(g, NULL, 0);
     if (st0 != MHA_OK)
         return st0;
     const int resc = K > 1 && g->resc.n > 0;

@@ -316,17 +316,16 @@ int g2p__ready(mha_g2p *g, char *err, size_t errlen)
     return st;
 }
 
-int g2p__widen(mha_g2p *g, size_t K)
+void g2p__widen(mha_g2p *g, size_t K)
 {
     if (K <= g->cap0)
-        return MHA_OK;
+        return;
     for (size_t i = 0; i < g->n_models; i++)
         for (size_t k = g->n_str; k-- > 0;) { /* the sharing ones first */
             mha_s2s_infer_destroy(g->str[k].inf[i]);
             g->str[k].inf[i] = NULL;
         }
     g->cap0 = K;
-    return MHA_OK;
 }
 
 int g2p__streams(mha_g2p *g)
