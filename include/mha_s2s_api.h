@@ -138,7 +138,8 @@ MHA_API int MHA_NAME(s2s_set_dropout_batch_offset)(MHA_NAME(s2s) *m, uint64_t fi
  * per decoder block the self-attention's key/value cache and the cross-attention's keys
  * and values of each source (computed once per source by s2s_infer_encode), the
  * encoder's forward buffers for min(max_batch, rows, 16) sources of max_src positions, and
- * a copy of the weights laid out for decoding (s2s_infer_encode). Owned; free
+ * a copy of the weights laid out for decoding (s2s_infer_encode; none when the model is
+ * decode-only: s2s_decode_only). Owned; free
  * with MHA_NAME(s2s_infer_destroy). MHA_EINVAL, MHA_ESHAPE (max_len > tgt_context or
  * max_src > src_context), MHA_EOVERFLOW, MHA_ENOMEM. */
 typedef struct MHA_NAME(s2s_infer) MHA_NAME(s2s_infer);
@@ -157,6 +158,24 @@ MHA_API void MHA_NAME(s2s_infer_destroy)(MHA_NAME(s2s_infer) *s);
  * MHA_ENOMEM. */
 MHA_API int MHA_NAME(s2s_infer_share)(MHA_NAME(s2s_infer) **out, MHA_NAME(s2s_infer) *from,
                                       size_t rows);
+/* Make m a model that only decodes, once its weights are final: its matrices are laid out
+ * for decoding in place (each block's MLP weights and attention projections transposed,
+ * as a decoding state's copy has them), and its decoding states (s2s_infer_create, _share;
+ * greedy, beam, score, ensembles) read them there instead of each making a copy: the
+ * weights are in memory once, not twice (the copy is as many elements as the blocks'
+ * matrices). Decoding gives the same bits as before the call. One way: afterwards
+ * s2s_forward, s2s_reset_parameters and s2s_tensor asked for a parameter pointer refuse
+ * with MHA_ESTATE (the weights cannot change any more, so states are never stale; a state
+ * made before the call must be destroyed, not used). MHA_OK (also when m is decode-only
+ * already), MHA_EINVAL, MHA_ENOMEM (m unchanged). */
+MHA_API int MHA_NAME(s2s_decode_only)(MHA_NAME(s2s) *m);
+/* The bytes MHA_NAME(s2s_infer_create) (shared = 0) or MHA_NAME(s2s_infer_share) (shared =
+ * 1: no copy of the weights) would allocate for a state of these sizes on m as it is now
+ * (no copy either once m is decode-only): what a program adds to the model's own memory
+ * to decode, known before it allocates. Nothing is allocated. MHA_EINVAL (NULL, a size 0,
+ * shared not 0 or 1), MHA_ESHAPE, MHA_EOVERFLOW as s2s_infer_create. */
+MHA_API int MHA_NAME(s2s_infer_bytes)(const MHA_NAME(s2s) *m, size_t rows, size_t max_src,
+                                      size_t max_len, int shared, size_t *bytes);
 
 /* Run the encoder (evaluation mode) on B sources (B <= rows; they go through the encoder
  * min(the model's max_batch, rows, 16) at a time, so a model made for small batches decodes

@@ -121,6 +121,23 @@ int mha__dkvcache_pack(mhad_kvcache *kv);
  * free them. MHA_OK, MHA_EINVAL. */
 int mha__skvcache_borrow_pack(mha_kvcache *kv, const mha_kvcache *from);
 int mha__dkvcache_borrow_pack(mhad_kvcache *kv, const mhad_kvcache *from);
+/* mha__?module_transpose_weights(m): the module's four projection weights transposed in
+ * place ([out, in] → [in, out]); the module then computes wrongly except through caches
+ * that view them (mha__?kvcache_view_pack). Used by mha_s2s_decode_only only.
+ * mha__?kvcache_view_pack(kv): kv's projections read its module's weights as they are,
+ * taken to be transposed already (no copy; kv never packs again). MHA_OK, MHA_EINVAL. */
+void mha__smodule_transpose_weights(mha_module *m);
+void mha__dmodule_transpose_weights(mhad_module *m);
+int mha__skvcache_view_pack(mha_kvcache *kv);
+int mha__dkvcache_view_pack(mhad_kvcache *kv);
+/* mha__?kvcache_bytes(m, batch, max_len, packed, &bytes): what mha_kvcache_create
+ * allocates for these sizes (and, when packed, what kvcache_pack adds). MHA_OK, MHA_EINVAL,
+ * MHA_EOVERFLOW. */
+int mha__skvcache_bytes(const mha_module *m, size_t batch, size_t max_len, int packed,
+                        size_t *bytes);
+int mha__dkvcache_bytes(const mhad_module *m, size_t batch, size_t max_len, int packed,
+                        size_t *bytes);
+
 
 /* ---- Backward passes that write their input gradient (no zeroing pass first) -------------
  * Each is its public twin (mha_dropout_backward, mha_mlp_backward_prec, mha_backward; same

@@ -15,6 +15,7 @@
  * cached logits, the log-probabilities every hypothesis claims, and an exhaustive search
  * over all outputs of a 3-token vocabulary.
  */
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1476,6 +1477,193 @@ static void s2s_infer_share_decodes_the_same(void **state)
     mha_s2s_infer_destroy(shared); /* before the state it shares from */
     mha_s2s_infer_destroy(from);
     mha_s2s_infer_destroy(own);
+    mha_s2s_destroy(m);
+}
+
+/* s2s_decode_only: a model whose matrices were laid out for decoding in place decodes what a
+ * model with the same weights decodes through its states' own copies, bit for bit (float32:
+ * greedy from a state made after the call and from one shared from it, on two threads at
+ * once; beam; forced decoding; float64 greedy), also through a state made again after the
+ * first was destroyed. Refusals afterwards: forward, reset_parameters and a parameter
+ * pointer (MHA_ESTATE); shapes and names still answer; a second call is MHA_OK; NULL. */
+static void fill_sin_weights(mha_s2s *m)
+{
+    for (size_t i = 0; i < mha_s2s_num_tensors(m); i++) {
+        mha_param_info in;
+        float *p;
+        assert_int_equal(mha_s2s_tensor(m, i, &in, &p, NULL), MHA_OK);
+        for (size_t k = 0; k < in.numel; k++)
+            p[k] = 0.4f * sinf((float)(5 * k + 3 * i + 2));
+    }
+}
+
+static void s2s_decode_only_decodes_the_same(void **state)
+{
+    (void)state;
+    enum { B = 6, S = 5, T = 6, L = 5, K = 3 };
+    static const size_t src_len[B] = {5, 3, 1, 4, 2, 5};
+    mha_s2s_config cfg = small_config(0.1, 0.1, 0.0, 643); /* dropout: never in decoding */
+    mha_s2s *m, *d;
+    assert_int_equal(mha_s2s_create(&m, &cfg, B), MHA_OK);
+    assert_int_equal(mha_s2s_create(&d, &cfg, B), MHA_OK);
+    fill_sin_weights(m);
+    fill_sin_weights(d);
+    assert_int_equal(mha_s2s_decode_only(NULL), MHA_EINVAL);
+    assert_int_equal(mha_s2s_decode_only(d), MHA_OK);
+    assert_int_equal(mha_s2s_decode_only(d), MHA_OK); /* once is enough: nothing changes */
+    int32_t src[B * S];
+    fill_ids(src, B * S, 0, 7, 644);
+    mha_s2s_infer *own, *first, *view, *shared;
+    assert_int_equal(mha_s2s_infer_create(&own, m, B * K, S, T), MHA_OK);
+    assert_int_equal(mha_s2s_infer_create(&first, d, B * K, S, T), MHA_OK);
+    mha_s2s_infer_destroy(first); /* states come and go; the layout stays */
+    assert_int_equal(mha_s2s_infer_create(&view, d, B * K, S, T), MHA_OK);
+    assert_int_equal(mha_s2s_infer_share(&shared, view, B), MHA_OK);
+    int32_t out[3][B * L];
+    size_t len[3][B];
+    double lp[3][B];
+    assert_int_equal(mha_s2s_greedy(m, own, B, S, src, src_len, BOS, EOS, L, out[0], len[0],
+                                    lp[0]), MHA_OK);
+    mha_s2s_infer *st[3] = {own, view, shared};
+    int rc[3] = {MHA_OK, -1, -1};
+#pragma omp parallel for num_threads(2)
+    for (int k = 1; k < 3; k++)
+        rc[k] = mha_s2s_greedy(d, st[k], B, S, src, src_len, BOS, EOS, L, out[k], len[k], lp[k]);
+    for (int k = 1; k < 3; k++) {
+        assert_int_equal(rc[k], MHA_OK);
+        assert_memory_equal(out[k], out[0], sizeof out[0]);
+        assert_memory_equal(len[k], len[0], sizeof len[0]);
+        assert_memory_equal(lp[k], lp[0], sizeof lp[0]);
+    }
+    mha_s2s_hyp h[2][B * K];
+    int32_t ht[2][B * K * L];
+    assert_int_equal(mha_s2s_beam(m, own, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[0],
+                                  ht[0]), MHA_OK);
+    assert_int_equal(mha_s2s_beam(d, view, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[1],
+                                  ht[1]), MHA_OK);
+    for (size_t i = 0; i < B * K; i++) {
+        assert_int_equal(h[0][i].len, h[1][i].len);
+        assert_true(h[0][i].logprob == h[1][i].logprob);
+        assert_memory_equal(ht[0] + i * L, ht[1] + i * L, h[0][i].len * sizeof ht[0][0]);
+    }
+    int32_t tgt[B * (T - 1)];
+    size_t tlen[B];
+    fill_ids(tgt, B * (T - 1), 3, (int)cfg.tgt_vocab - 1, 645);
+    for (size_t b = 0; b < B; b++)
+        tlen[b] = b % (T - 1);
+    double sc[2][B];
+    assert_int_equal(mha_s2s_score(m, own, B, S, src, src_len, BOS, EOS, tgt, T - 1, tlen,
+                                   sc[0]), MHA_OK);
+    assert_int_equal(mha_s2s_score(d, view, B, S, src, src_len, BOS, EOS, tgt, T - 1, tlen,
+                                   sc[1]), MHA_OK);
+    assert_memory_equal(sc[0], sc[1], sizeof sc[0]);
+    /* refusals: nothing may read or write the weights as trained any more */
+    int32_t tin[B * T], tout[B * T];
+    fill_ids(tin, B * T, 0, (int)cfg.tgt_vocab - 1, 646);
+    fill_ids(tout, B * T, 0, (int)cfg.tgt_vocab - 1, 647);
+    double loss;
+    assert_int_equal(mha_s2s_forward(m, 0, 2, S, src, src_len, T, tin, tout, &loss), MHA_OK);
+    assert_int_equal(mha_s2s_forward(d, 0, 2, S, src, src_len, T, tin, tout, &loss),
+                     MHA_ESTATE);
+    assert_int_equal(mha_s2s_backward(d), MHA_ESTATE);
+    assert_int_equal(mha_s2s_reset_parameters(d, 1), MHA_ESTATE);
+    mha_param_info in;
+    float *p = NULL;
+    assert_int_equal(mha_s2s_tensor(d, 2, &in, &p, NULL), MHA_ESTATE);
+    assert_null(p);
+    assert_int_equal(mha_s2s_tensor(d, 2, &in, NULL, NULL), MHA_OK);
+    assert_true(in.numel > 0);
+    mha_s2s_infer_destroy(shared);
+    mha_s2s_infer_destroy(view);
+    mha_s2s_infer_destroy(own);
+    mha_s2s_destroy(d);
+    mha_s2s_destroy(m);
+    /* float64: greedy the same bits */
+    mhad_s2s *md, *dd;
+    assert_int_equal(mhad_s2s_create(&md, &cfg, B), MHA_OK);
+    assert_int_equal(mhad_s2s_create(&dd, &cfg, B), MHA_OK);
+    randomize_s2s(md, 648);
+    randomize_s2s(dd, 648);
+    assert_int_equal(mhad_s2s_decode_only(dd), MHA_OK);
+    mhad_s2s_infer *sd[2];
+    assert_int_equal(mhad_s2s_infer_create(&sd[0], md, B, S, T), MHA_OK);
+    assert_int_equal(mhad_s2s_infer_create(&sd[1], dd, B, S, T), MHA_OK);
+    assert_int_equal(mhad_s2s_greedy(md, sd[0], B, S, src, src_len, BOS, EOS, L, out[0], len[0],
+                                     lp[0]), MHA_OK);
+    assert_int_equal(mhad_s2s_greedy(dd, sd[1], B, S, src, src_len, BOS, EOS, L, out[1], len[1],
+                                     lp[1]), MHA_OK);
+    assert_memory_equal(out[1], out[0], sizeof out[0]);
+    assert_memory_equal(len[1], len[0], sizeof len[0]);
+    assert_memory_equal(lp[1], lp[0], sizeof lp[0]);
+    mhad_s2s_infer_destroy(sd[1]);
+    mhad_s2s_infer_destroy(sd[0]);
+    mhad_s2s_destroy(dd);
+    mhad_s2s_destroy(md);
+}
+
+/* s2s_infer_bytes is what s2s_infer_create and s2s_infer_share allocate, before and after
+ * s2s_decode_only (measured as the growth of the C library's heap and mmapped chunks,
+ * within the allocator's per-chunk overhead; not measurable under valgrind, whose allocator
+ * answers mallinfo2 with zeros: said, and skipped), and shrinks by the weights' copies on
+ * a decode-only model. Refusals. */
+static size_t heap_in_use(void)
+{
+    const struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+static void s2s_infer_bytes_is_what_is_allocated(void **state)
+{
+    (void)state;
+    mha_s2s_config cfg = small_config(0.0, 0.0, 0.0, 651);
+    cfg.dim = 64; /* large enough that the copies and caches dwarf the allocator's overhead */
+    cfg.heads = 4;
+    cfg.mlp_dim = 256;
+    enum { ROWS = 48, S = 6, T = 6 };
+    mha_s2s *m;
+    assert_int_equal(mha_s2s_create(&m, &cfg, 8), MHA_OK);
+    size_t b, own, shared, view;
+    assert_int_equal(mha_s2s_infer_bytes(NULL, ROWS, S, T, 0, &b), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 0, NULL), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_bytes(m, 0, S, T, 0, &b), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 2, &b), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T + 1, 0, &b), MHA_ESHAPE);
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 0, &own), MHA_OK);
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 1, &shared), MHA_OK);
+    /* every chunk from the heap (none mmapped, which rounds it up to pages): then the
+     * allocator adds at most 16 bytes of header per chunk, and aligned_alloc up to 64 */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    const int measurable = heap_in_use() > 0;
+    if (!measurable)
+        print_message("[  REDUCED ] mallinfo2 reads 0 (valgrind): sizes not measured\n");
+    mha_s2s_infer *a, *c, *d;
+    size_t h0 = heap_in_use();
+    assert_int_equal(mha_s2s_infer_create(&a, m, ROWS, S, T), MHA_OK);
+    size_t h1 = heap_in_use();
+    assert_int_equal(mha_s2s_infer_share(&c, a, ROWS), MHA_OK);
+    size_t h2 = heap_in_use();
+    /* a state is at most 5 + 3·(2·Ld + Le) chunks (here 23): 80 bytes each, 4 KiB bounds it */
+    if (measurable) {
+        assert_true(h1 - h0 >= own && h1 - h0 <= own + 4096);
+        assert_true(h2 - h1 >= shared && h2 - h1 <= shared + 4096);
+    }
+    mha_s2s_infer_destroy(c);
+    mha_s2s_infer_destroy(a);
+    /* decode-only: no copies, so a state costs what a shared one does, plus the read-out */
+    assert_int_equal(mha_s2s_decode_only(m), MHA_OK);
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 0, &view), MHA_OK);
+    const size_t readout = ((cfg.tgt_vocab * cfg.dim * sizeof(float) + 63) / 64) * 64;
+    assert_int_equal(view, shared + readout);
+    const size_t C = cfg.dim, F = cfg.mlp_dim, L = cfg.enc_layers + cfg.dec_layers;
+    const size_t copies = L * 2 * C * F * sizeof(float) +
+                          (cfg.enc_layers + 2 * cfg.dec_layers) * 4 * C * C * sizeof(float);
+    assert_true(own - view >= copies && own - view <= copies + 64 * 4 * L + 64 * 3 * L);
+    h0 = heap_in_use();
+    assert_int_equal(mha_s2s_infer_create(&d, m, ROWS, S, T), MHA_OK);
+    h1 = heap_in_use();
+    if (measurable)
+        assert_true(h1 - h0 >= view && h1 - h0 <= view + 4096);
+    mha_s2s_infer_destroy(d);
     mha_s2s_destroy(m);
 }
 
@@ -3367,6 +3555,8 @@ int main(void)
         cmocka_unit_test(s2s_infer_matches_full_forward),
         cmocka_unit_test(s2s_infer_reads_weights_at_encode),
         cmocka_unit_test(s2s_infer_share_decodes_the_same),
+        cmocka_unit_test(s2s_decode_only_decodes_the_same),
+        cmocka_unit_test(s2s_infer_bytes_is_what_is_allocated),
         cmocka_unit_test(s2s_decode_greedy_and_beam_claims),
         cmocka_unit_test(s2s_ensemble_copies_and_mean),
         cmocka_unit_test(s2s_ensemble_refusals),

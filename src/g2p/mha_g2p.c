@@ -289,18 +289,25 @@ int g2p__ready(mha_g2p *g, char *err, size_t errlen)
             mha_st_free(g->file[i]);
             g->file[i] = NULL;
         }
+        /* the model only decodes from now on: its matrices laid out for decoding in place,
+         * read there by every stream (the weights in memory once, not twice) */
+        if (st == MHA_OK && (st = mha_s2s_decode_only(g->m[i])) != MHA_OK)
+            set_err(err, errlen, "model: %s", mha_strerror(st));
         /* stream 0's caches (the others' when a call has batches for them: g2p__streams) */
         if (st == MHA_OK && !g->str[0].inf[i] &&
             (st = mha_s2s_infer_create(&g->str[0].inf[i], g->m[i], g->cap0, g->max_src,
                                        g->max_tgt)) != MHA_OK)
             set_err(err, errlen, "decoder caches: %s", mha_strerror(st));
     }
-    for (size_t i = 0; i < g->n_rm && st == MHA_OK; i++)
+    for (size_t i = 0; i < g->n_rm && st == MHA_OK; i++) {
         if (g->rfile[i]) {
             st = copy_weights(g->rm[i], g->rfile[i], "rescoring model", err, errlen);
             mha_st_free(g->rfile[i]);
             g->rfile[i] = NULL;
         }
+        if (st == MHA_OK && (st = mha_s2s_decode_only(g->rm[i])) != MHA_OK)
+            set_err(err, errlen, "rescoring model: %s", mha_strerror(st));
+    }
     if (st == MHA_OK && g->resc_stale) { /* caches for the whole list, made again */
         g2p_rescorer next;
         st = g2p_rescorer_init(&next, g->n_rm, g->rm, g->rm_reverse, g->rweight, DECODE_ROWS,

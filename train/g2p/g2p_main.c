@@ -528,6 +528,8 @@ static int cmd_eval(int argc, char **argv)
         cli_die_usage("--rescore rescores the beam's list: it needs --beam 2 or more");
     g2p_models ms, rs;
     open_models(&cfg, &ms, beam, &rs);
+    for (size_t i = 0; i < ms.n + rs.n; i++) /* they only decode: their weights once */
+        cli_check(mha_s2s_decode_only(i < ms.n ? ms.m[i] : rs.m[i - ms.n]), "model");
     const g2p_run *r = &ms.run[0];
     cfg.beam = beam;
     cfg.alpha = alpha;
