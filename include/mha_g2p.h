@@ -148,6 +148,16 @@ MHA_API const char *mha_g2p_model_data(const mha_g2p *g);
 MHA_API int mha_g2p_checksummed(const mha_g2p *g);
 MHA_API size_t mha_g2p_max_letters(const mha_g2p *g);
 
+/* The bytes g holds, and will hold to decode with its thread count and the widest beam
+ * set so far, into *bytes: its models' weights (each parameter once: a model that decodes
+ * keeps them laid out for decoding, mha_s2s_decode_only), every decoding state its streams
+ * make at the first word a model answers (mha_s2s_infer_bytes: key/value caches and the
+ * encoder's buffers), the rescoring models' caches, and its lexicons' tables. Not counted:
+ * the answers of the last call, and what the process's libraries map for themselves
+ * (OpenBLAS, libxsmm, OpenMP: about 20 MiB). Known before any decoding, so a program can
+ * refuse a model or a beam its machine cannot hold. MHA_EINVAL (NULL), MHA_EOVERFLOW. */
+MHA_API int mha_g2p_memory(const mha_g2p *g, size_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -169,11 +169,13 @@ MHA_API int MHA_NAME(s2s_infer_share)(MHA_NAME(s2s_infer) **out, MHA_NAME(s2s_in
  * made before the call must be destroyed, not used). MHA_OK (also when m is decode-only
  * already), MHA_EINVAL, MHA_ENOMEM (m unchanged). */
 MHA_API int MHA_NAME(s2s_decode_only)(MHA_NAME(s2s) *m);
-/* The bytes MHA_NAME(s2s_infer_create) (shared = 0) or MHA_NAME(s2s_infer_share) (shared =
- * 1: no copy of the weights) would allocate for a state of these sizes on m as it is now
- * (no copy either once m is decode-only): what a program adds to the model's own memory
- * to decode, known before it allocates. Nothing is allocated. MHA_EINVAL (NULL, a size 0,
- * shared not 0 or 1), MHA_ESHAPE, MHA_EOVERFLOW as s2s_infer_create. */
+/* The bytes a decoding state of these sizes would allocate: shared = 0, one of
+ * MHA_NAME(s2s_infer_create) on m as it is now (with the copy of the weights, none once m
+ * is decode-only); 1, one of MHA_NAME(s2s_infer_share) (no copy); 2, one of
+ * s2s_infer_create once m is decode-only, whether it is yet or not. What a program adds to
+ * the model's own memory to decode, known before it allocates. Nothing is allocated.
+ * MHA_EINVAL (NULL, a size 0, shared not 0, 1 or 2), MHA_ESHAPE, MHA_EOVERFLOW as
+ * s2s_infer_create. */
 MHA_API int MHA_NAME(s2s_infer_bytes)(const MHA_NAME(s2s) *m, size_t rows, size_t max_src,
                                       size_t max_len, int shared, size_t *bytes);
 

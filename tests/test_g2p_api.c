@@ -692,6 +692,71 @@ static void g2p_api_weights_checked_at_open(void **state)
     mha_g2p_close(b);
 }
 
+/* mha_g2p_memory: the weights (each parameter once) and the streams' decoding states; a
+ * second thread adds a stream that shares the first's layout (a shared state: the first's
+ * bytes less its read-out copy, C·Vt floats, up to the caches' per-thread rows); a lexicon adds its tables and a copy of its
+ * file; a beam wider than a stream's 32 rows widens every stream; the figure is known
+ * before decoding and decoding does not change it. NULL refused. */
+static void g2p_api_memory(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(MODEL, &f, err, sizeof err), MHA_OK);
+    size_t params = 0, vt = 0, dim = 0;
+    for (size_t i = 0; i < mha_st_count(f); i++) {
+        mha_st_tensor t;
+        assert_int_equal(mha_st_tensor_at(f, i, &t), MHA_OK);
+        size_t n = 1;
+        for (size_t d = 0; d < t.ndim; d++)
+            n *= t.shape[d];
+        if (t.ndim > 0) /* the scalars are the run's state (train.step …), not weights */
+            params += n;
+        if (strcmp(mha_st_name(f, i), "tgt_emb.weight") == 0) {
+            vt = t.shape[0];
+            dim = t.shape[1];
+        }
+    }
+    mha_st_free(f);
+    assert_true(vt > 0 && dim > 0);
+    mha_g2p *g1 = open_model(), *g2 = NULL;
+    assert_int_equal(mha_g2p_open(&g2, MODEL, 2, err, sizeof err), MHA_OK);
+    size_t m1, m2, b;
+    assert_int_equal(mha_g2p_memory(NULL, &b), MHA_EINVAL);
+    assert_int_equal(mha_g2p_memory(g1, NULL), MHA_EINVAL);
+    assert_int_equal(mha_g2p_memory(g1, &m1), MHA_OK);
+    assert_int_equal(mha_g2p_memory(g2, &m2), MHA_OK);
+    const size_t weights = params * sizeof(float), own = m1 - weights, shared = m2 - m1;
+    const size_t readout = (vt * dim * sizeof(float) + 63) / 64 * 64;
+    assert_true(m1 > weights);
+    /* stream 0 less stream 1: the read-out's copy, less the second thread's row of scores
+     * in each of g2's caches (a few hundred bytes per cache, 36 caches) */
+    assert_true(own - shared <= readout && own - shared + 36 * 256 >= readout);
+    /* pronouncing makes the states; the figure said so before */
+    mha_g2p_pron p[1];
+    size_t n;
+    assert_int_equal(mha_g2p_pronounce(g1, "hello", MHA_G2P_NO_LEXICON, 1, p, &n, err,
+                                       sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_memory(g1, &b), MHA_OK);
+    assert_int_equal(b, m1);
+    /* a beam of 64: each stream's caches for 64 rows instead of 32 — more, and back */
+    assert_int_equal(mha_g2p_set_beam(g1, 64, 1.0), MHA_OK);
+    assert_int_equal(mha_g2p_memory(g1, &b), MHA_OK);
+    assert_true(b > m1 && b - weights > 3 * own / 2);
+    assert_int_equal(mha_g2p_set_beam(g1, 1, 1.0), MHA_OK);
+    /* a lexicon: at least a copy of its file */
+    FILE *lf = fopen(CMUDICT, "rb");
+    assert_non_null(lf);
+    assert_int_equal(fseek(lf, 0, SEEK_END), 0);
+    const long file_bytes = ftell(lf);
+    fclose(lf);
+    assert_int_equal(mha_g2p_add_lexicon(g2, CMUDICT, NULL, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_g2p_memory(g2, &b), MHA_OK);
+    assert_true(b - m2 > (size_t)file_bytes && b - m2 < 8 * (size_t)file_bytes);
+    mha_g2p_close(g2);
+    mha_g2p_close(g1);
+}
+
 /* One handle per thread: two threads pronouncing the same words at once get what one
  * thread gets. */
 typedef struct job {
@@ -754,6 +819,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_api_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_weights_checked_at_open, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_two_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_memory, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -385,6 +385,40 @@ static void check_claim(const cJSON *want, const char *path, const char *section
     free(ev);
 }
 
+/* pronounce and eval estimate what decoding allocates and refuse (exit 2, naming the
+ * bytes, nothing on stdout) where the process may not use that much: here under an
+ * address-space limit (ulimit -v) that leaves less than the estimate once what the
+ * process has mapped and what its libraries map on first use are counted — the limit
+ * train's estimate is checked against. The committed model; nothing is decoded. */
+static void g2p_decode_memory_refused(void **state)
+{
+    (void)state;
+    const char *model = MHA_SOURCE_DIR "/models/g2p-cmudict.safetensors";
+    if (!file_exists(model)) {
+        print_message("[  SKIPPED ] no committed model at %s\n", model);
+        skip();
+    }
+#if defined(__SANITIZE_ADDRESS__)
+    print_message("[  SKIPPED ] no program of an AddressSanitizer build starts under ulimit -v\n");
+    skip();
+#endif
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "-c 'ulimit -v 520000 && exec \"%s\" pronounce --model %s "
+             "hello'", MHA_G2P_EXE, model);
+    assert_int_equal(run_prog_limited("/bin/sh", "p", cmd, 60, 0), 2);
+    assert_file_contains("p.err", "pronounce needs about");
+    assert_file_contains("p.err", "MiB of memory");
+    char *out = slurp("p.out", NULL);
+    assert_non_null(out);
+    assert_string_equal(out, "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "-c 'ulimit -v 520000 && exec \"%s\" eval --model %s --out e'",
+             MHA_G2P_EXE, model);
+    assert_int_equal(run_prog_limited("/bin/sh", "e", cmd, 60, 0), 2);
+    assert_file_contains("e.err", "eval needs about");
+    assert_false(file_exists("e/eval.json"));
+}
+
 /* The committed model's summary claims its test-set numbers; eval reproduces them, and
  * gives the very same numbers at 1 and at 2 threads (decoding is deterministic and no sum
  * depends on the thread count). Against the claim the bound is 3 words of 12,362: the
@@ -997,6 +1031,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_reverse_and_rescore, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_keep_checkpoints, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_decode_memory_refused, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,
                                         tmpdir_teardown),
     };

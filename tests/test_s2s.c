@@ -1626,7 +1626,10 @@ static void s2s_infer_bytes_is_what_is_allocated(void **state)
     assert_int_equal(mha_s2s_infer_bytes(NULL, ROWS, S, T, 0, &b), MHA_EINVAL);
     assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 0, NULL), MHA_EINVAL);
     assert_int_equal(mha_s2s_infer_bytes(m, 0, S, T, 0, &b), MHA_EINVAL);
-    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 2, &b), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 3, &b), MHA_EINVAL);
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, -1, &b), MHA_EINVAL);
+    size_t ahead;
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 2, &ahead), MHA_OK);
     assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T + 1, 0, &b), MHA_ESHAPE);
     assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 0, &own), MHA_OK);
     assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 1, &shared), MHA_OK);
@@ -1654,6 +1657,9 @@ static void s2s_infer_bytes_is_what_is_allocated(void **state)
     assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 0, &view), MHA_OK);
     const size_t readout = ((cfg.tgt_vocab * cfg.dim * sizeof(float) + 63) / 64) * 64;
     assert_int_equal(view, shared + readout);
+    assert_int_equal(view, ahead); /* what shared = 2 foretold */
+    assert_int_equal(mha_s2s_infer_bytes(m, ROWS, S, T, 2, &b), MHA_OK);
+    assert_int_equal(b, view);
     const size_t C = cfg.dim, F = cfg.mlp_dim, L = cfg.enc_layers + cfg.dec_layers;
     const size_t copies = L * 2 * C * F * sizeof(float) +
                           (cfg.enc_layers + 2 * cfg.dec_layers) * 4 * C * C * sizeof(float);

@@ -502,6 +502,34 @@ const char *mha_g2p_model_data(const mha_g2p *g) { return g ? g->data : ""; }
 size_t mha_g2p_max_letters(const mha_g2p *g) { return g ? g->max_src : 0; }
 int mha_g2p_checksummed(const mha_g2p *g) { return g && !g->unverified; }
 
+int mha_g2p_memory(const mha_g2p *g, size_t *bytes)
+{
+    if (!g || !bytes)
+        return MHA_EINVAL;
+    /* each stream's rows: g2p__widen makes them the widest beam (or n-best) asked for */
+    const size_t rows = g->beam > g->cap0 ? g->beam : g->cap0;
+    size_t total = 0, b;
+    int st = MHA_OK;
+    for (size_t i = 0; i < g->n_models + g->n_rm && st == MHA_OK; i++) {
+        const int resc = i >= g->n_models;
+        const mha_s2s *m = resc ? g->rm[i - g->n_models] : g->m[i];
+        size_t n = 0;
+        (void)mha_s2s_param_count(m, &n); /* cannot fail: m is made */
+        total += n * sizeof(float);
+        /* a model's first state (laid out as decode-only makes it), the others shared; a
+         * rescoring model has one state of DECODE_ROWS rows (g2p__ready) */
+        for (size_t k = 0; k < (resc ? 1 : g->n_str) && st == MHA_OK; k++)
+            if ((st = mha_s2s_infer_bytes(m, resc ? DECODE_ROWS : rows, g->max_src, g->max_tgt,
+                                          k == 0 ? 2 : 1, &b)) == MHA_OK)
+                total += b;
+    }
+    for (size_t i = 0; i < g->n_lex; i++)
+        total += g2p_dict_bytes(&g->lex[i].d);
+    if (st == MHA_OK)
+        *bytes = total;
+    return st;
+}
+
 int mha_g2p_set_beam(mha_g2p *g, size_t beam, double alpha)
 {
     if (!g || beam == 0 || beam > MHA_G2P_MAX_NBEST || !(alpha >= 0.0 && alpha <= 10.0))

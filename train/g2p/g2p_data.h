@@ -109,6 +109,7 @@ typedef struct g2p_dict {      /* a file as parsed, before any vocabulary       
     size_t max_src, max_tgt;   /* longest word (source symbols), pronunciation (tokens) */
     int format;                /* the format read: G2P_FMT_CMUDICT or G2P_FMT_TSV      */
     char *store;               /* private: the storage every string above points into  */
+    size_t store_bytes;        /* private: its size                                    */
     uint64_t *index;           /* private: [index_cap] the parse's g2p__smap of the words
                                   (hash << 32 | word + 1, or 0; g2p_dict_find)         */
     size_t index_cap;          /* private: a power of two > 2 · W                      */
@@ -123,6 +124,8 @@ int g2p_dict_parse(const void *data, size_t len, const char *name, int format, g
                    char *err, size_t errcap);
 /* Free what *d owns and zero it. NULL and a zeroed dict are no-ops. */
 void g2p_dict_free(g2p_dict *d);
+/* The bytes a parsed dictionary holds (its tables and the copy of its file). */
+size_t g2p_dict_bytes(const g2p_dict *d);
 /* The index of `word` in d->words (exact, case-sensitive), or SIZE_MAX: the hash table the
  * parse built to merge alternates, kept. */
 size_t g2p_dict_find(const g2p_dict *d, const char *word);

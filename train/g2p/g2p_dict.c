@@ -403,6 +403,7 @@ static int parse_owned(char *buf, size_t len, const char *nm, int format, g2p_di
     out.tokens = p.tokens;
     out.n_tokens = p.n_tokens;
     out.store = buf;
+    out.store_bytes = len + 1;
     *d = out;
     return MHA_OK;
 }
@@ -446,4 +447,10 @@ void g2p_dict_free(g2p_dict *d)
     free(d->tokens);
     free(d->store);
     memset(d, 0, sizeof *d);
+}
+
+size_t g2p_dict_bytes(const g2p_dict *d)
+{
+    return d->index_cap * sizeof *d->index + d->n_words * sizeof *d->words +
+           d->n_prons * sizeof *d->prons + d->n_tokens * sizeof *d->tokens + d->store_bytes;
 }

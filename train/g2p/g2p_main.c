@@ -55,9 +55,12 @@ static void usage(void)
            "each; the activations of a batch), says it in its header, and refuses a run that "
            "needs more than this machine's RAM or the address-space limit (exit status 2): "
            "about %s for the defaults on CMUdict (--batch and --dim drive it). pronounce and "
-           "eval hold the weights twice (as trained, and laid out for decoding) with the "
-           "caches of 32 hypotheses per thread, up to two threads: about 55 MiB at 1 thread "
-           "and 65 MiB at 2 with the committed model.\n", need);
+           "eval likewise estimate what decoding allocates (the weights once, laid out for "
+           "decoding; pronounce's caches of 32 hypotheses per thread, up to two threads, "
+           "eval's of 128; the lexicons or words) and refuse to decode more: for the "
+           "committed model pronounce allocates about 35 MiB at 1 thread and 60 MiB at 2, "
+           "and 20 MiB more with CMUdict as its lexicon (measured peak resident size without "
+           "a lexicon, libraries included: 43 and 55 MiB).\n", need);
     printf("\nExit status: 0 done, 1 runtime error, 2 bad option or input (pronounce: a word "
            "it cannot spell; the others are still pronounced; a corrupt or inconsistent "
            "checkpoint; train: --out in use by another run, or holding another run's "
@@ -354,6 +357,20 @@ static void pronounce_chunk(mha_g2p *g, const g2p_config *cfg, unsigned flags,
         }
 }
 
+/* Refuse (exit 2) a decoding that needs more memory than this process may use: `need`
+ * bytes (the models' weights, their decoding caches, the lexicons or words), for `what`. */
+static void check_decode_memory(double need, const char *what)
+{
+    const double have = (double)cli_memory_limit();
+    if (need <= have)
+        return;
+    char n[32], h[32];
+    cli_bytes_text(need, n, sizeof n);
+    cli_bytes_text(have, h, sizeof h);
+    cli_die_usage("%s needs about %s of memory (the models' weights, their decoding caches "
+                  "and the words), more than the %s this process may use", what, n, h);
+}
+
 /* pronounce: a thin user of the G2P library (mha_g2p.h): the model (and its ensemble),
  * --lexicon's dictionaries, then the model's own; each word's answers as dictionary
  * lines, PRONOUNCE_CHUNK words at a time (the command line's, or standard input's). */
@@ -411,6 +428,9 @@ static int cmd_pronounce(int argc, char **argv)
     for (size_t i = 0; i < n_lex; i++)
         if ((st = mha_g2p_add_lexicon(g, lex[i], NULL, err, sizeof err)) != MHA_OK)
             cli_die(exit_of(st), "lexicon: %s", err);
+    size_t need;
+    cli_check(mha_g2p_memory(g, &need), "memory estimate");
+    check_decode_memory((double)need, "pronounce");
     const unsigned flags = (cfg.no_lexicon ? MHA_G2P_NO_LEXICON : 0u) |
                            (cfg.no_stress ? MHA_G2P_NO_STRESS : 0u);
     const size_t C = PRONOUNCE_CHUNK;
@@ -444,6 +464,26 @@ static int cmd_pronounce(int argc, char **argv)
     free(n_out);
     free(status);
     return bad_any ? CLI_EXIT_USAGE : 0;
+}
+
+/* What eval's decoding holds at most (its passes run one after the other): every model's
+ * weights, and the caches of one pass — G2P_DECODE_ROWS hypotheses (or the beam, if
+ * wider) per model and rescoring model. The models are decode-only already. */
+static double eval_memory(const g2p_models *ms, const g2p_models *rs, size_t beam)
+{
+    const size_t rows = beam > G2P_DECODE_ROWS ? beam : G2P_DECODE_ROWS;
+    double need = 0;
+    for (size_t i = 0; i < ms->n + rs->n; i++) {
+        const mha_s2s *m = i < ms->n ? ms->m[i] : rs->m[i - ms->n];
+        mha_s2s_config mc;
+        size_t n = 0, b = 0;
+        cli_check(mha_s2s_get_config(m, &mc), "model");
+        cli_check(mha_s2s_param_count(m, &n), "model");
+        cli_check(mha_s2s_infer_bytes(m, rows, mc.src_context, mc.tgt_context, 0, &b),
+                  "memory estimate");
+        need += (double)n * sizeof(float) + (double)b;
+    }
+    return need;
 }
 
 /* One scoring pass (a beam width) of eval: the numbers into obj, the wrong words to f. */
@@ -545,6 +585,7 @@ static int cmd_eval(int argc, char **argv)
         cli_die(CLI_EXIT_USAGE, "%s", err);
     if (g2p_set_encode(&dict, &r->src, &r->tgt, &s, err, sizeof err))
         cli_die(CLI_EXIT_USAGE, "%s", err);
+    check_decode_memory(eval_memory(&ms, &rs, beam) + (double)g2p_dict_bytes(&dict), "eval");
     g2p_vocab reduced = {0};
     int32_t *map = calloc(r->tgt.n, sizeof *map);
     if (!map)
