@@ -75,6 +75,7 @@ def _load_library(path=None):
     lib.mha_g2p_pronounce_batch.argtypes = [vp, sz, ctypes.POINTER(cp), ctypes.c_uint, sz,
                                             ctypes.POINTER(_Pron), ctypes.POINTER(sz),
                                             ctypes.POINTER(ci), cp, sz]
+    lib.mha_g2p_memory.argtypes = [vp, ctypes.POINTER(sz)]
     lib.mha_g2p_model_data.argtypes = [vp]
     lib.mha_g2p_model_data.restype = cp
     return lib
@@ -121,6 +122,15 @@ class G2P:
         if st != 0:
             raise G2PError(st, err.value.decode(errors="replace") if with_err else
                            "invalid decoding options")
+
+    def memory(self):
+        """The bytes the handle holds and will hold to decode (mha_g2p_memory): the models'
+        weights, every decoding state at its thread count and beam, the lexicons."""
+        b = ctypes.c_size_t()
+        st = self._lib.mha_g2p_memory(self._g, ctypes.byref(b))
+        if st != 0:
+            raise G2PError(st, "mha_g2p_memory: the handle is closed or the sizes overflow")
+        return b.value
 
     def close(self):
         if getattr(self, "_g", None):

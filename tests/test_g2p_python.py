@@ -25,6 +25,12 @@ class TestG2P(unittest.TestCase):
         self.assertEqual(model.source, "model")
         self.assertLess(model.logprob, 0.0)
 
+    def test_memory(self):
+        with G2P(threads=1, model_lexicon=False) as bare:
+            with G2P(threads=1) as full:  # the same model and CMUdict as its lexicon
+                self.assertGreater(bare.memory(), 11_000_000)  # 2.85 M float32 weights
+                self.assertGreater(full.memory() - bare.memory(), 3_000_000)
+
     def test_nbest_batch_and_stress(self):
         best = self.g2p.nbest("zzyzxq", 3)
         self.assertEqual(len(best), 3)
