@@ -1,8 +1,9 @@
 /*
  * mha-g2p's internal interface: the run configuration and option tables, the model with
  * its optimizer and checkpoint layout, opening a checkpoint (configuration and both
- * vocabularies), and batched decoding of many words. Shared by g2p_main.c (commands
- * pronounce and eval), g2p_train.c (train); implemented in g2p_common.c and g2p_decode.c.
+ * vocabularies), and batched decoding of many words. Shared by g2p_main.c and g2p_use.c
+ * (commands pronounce and eval), g2p_train.c (train); implemented in g2p_common.c and
+ * g2p_decode.c.
  */
 #ifndef TRAIN_G2P_PROG_H
 #define TRAIN_G2P_PROG_H
@@ -207,5 +208,14 @@ int g2p_average_main(const char *const *paths, size_t n, const char *out, int fo
 
 /* The train command (argv[first..argc) are its options). Returns the exit status. */
 int g2p_train_main(int argc, char **argv, int first);
+/* The pronounce and eval commands (g2p_use.c; argv[2..argc) are their options and words).
+ * Return the exit status; exit 2 on bad options or input. */
+int g2p_pronounce_main(int argc, char **argv);
+int g2p_eval_main(int argc, char **argv);
+/* A command's options (argv[2..argc)) into cfg, from its defaults; exit 2 on a bad one.
+ * Positional arguments (pronounce's words, average's files) into *words / *n_words when
+ * words != NULL (free *words). (g2p_main.c) */
+void g2p_parse(const cli_opt *opts, size_t n, int argc, char **argv, g2p_config *cfg,
+               char ***words, size_t *n_words);
 
 #endif /* TRAIN_G2P_PROG_H */
