@@ -165,9 +165,10 @@ MHA_API int MHA_NAME(s2s_infer_share)(MHA_NAME(s2s_infer) **out, MHA_NAME(s2s_in
  * weights are in memory once, not twice (the copy is as many elements as the blocks'
  * matrices). Decoding gives the same bits as before the call. One way: afterwards
  * s2s_forward, s2s_reset_parameters and s2s_tensor asked for a parameter pointer refuse
- * with MHA_ESTATE (the weights cannot change any more, so states are never stale; a state
- * made before the call must be destroyed, not used). MHA_OK (also when m is decode-only
- * already), MHA_EINVAL, MHA_ENOMEM (m unchanged). */
+ * with MHA_ESTATE (the weights cannot change any more, so states are never stale). A state
+ * made before the call keeps decoding correctly only if it was shared (its copy is frozen):
+ * any other refuses to encode, or to be shared, with MHA_ESTATE. MHA_OK (also when m is
+ * decode-only already), MHA_EINVAL, MHA_ENOMEM (m unchanged). */
 MHA_API int MHA_NAME(s2s_decode_only)(MHA_NAME(s2s) *m);
 /* The bytes a decoding state of these sizes would allocate: shared = 0, one of
  * MHA_NAME(s2s_infer_create) on m as it is now (with the copy of the weights, none once m

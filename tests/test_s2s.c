@@ -1484,8 +1484,10 @@ static void s2s_infer_share_decodes_the_same(void **state)
  * model with the same weights decodes through its states' own copies, bit for bit (float32:
  * greedy from a state made after the call and from one shared from it, on two threads at
  * once; beam; forced decoding; float64 greedy), also through a state made again after the
- * first was destroyed. Refusals afterwards: forward, reset_parameters and a parameter
- * pointer (MHA_ESTATE); shapes and names still answer; a second call is MHA_OK; NULL. */
+ * first was destroyed, and through a state made before the call and frozen by sharing. A
+ * state made before and not shared refuses to encode or be shared. Refusals afterwards:
+ * forward, reset_parameters and a parameter pointer (MHA_ESTATE); shapes and names still
+ * answer; a second call is MHA_OK; NULL. */
 static void fill_sin_weights(mha_s2s *m)
 {
     for (size_t i = 0; i < mha_s2s_num_tensors(m); i++) {
@@ -1508,11 +1510,28 @@ static void s2s_decode_only_decodes_the_same(void **state)
     assert_int_equal(mha_s2s_create(&d, &cfg, B), MHA_OK);
     fill_sin_weights(m);
     fill_sin_weights(d);
+    /* states made before the call: one shared from (its copy frozen: still right), one not
+     * (stale: refused) */
+    mha_s2s_infer *pre, *pre_sh, *stale;
+    assert_int_equal(mha_s2s_infer_create(&pre, d, B * K, S, T), MHA_OK);
+    assert_int_equal(mha_s2s_infer_share(&pre_sh, pre, B), MHA_OK);
+    assert_int_equal(mha_s2s_infer_create(&stale, d, B * K, S, T), MHA_OK);
     assert_int_equal(mha_s2s_decode_only(NULL), MHA_EINVAL);
     assert_int_equal(mha_s2s_decode_only(d), MHA_OK);
     assert_int_equal(mha_s2s_decode_only(d), MHA_OK); /* once is enough: nothing changes */
     int32_t src[B * S];
     fill_ids(src, B * S, 0, 7, 644);
+    {
+        int32_t o[B * L];
+        size_t n[B];
+        double p[B];
+        mha_s2s_infer *x = NULL;
+        assert_int_equal(mha_s2s_greedy(d, stale, B, S, src, src_len, BOS, EOS, L, o, n, p),
+                         MHA_ESTATE);
+        assert_int_equal(mha_s2s_infer_share(&x, stale, B), MHA_ESTATE);
+        assert_null(x);
+        mha_s2s_infer_destroy(stale);
+    }
     mha_s2s_infer *own, *first, *view, *shared;
     assert_int_equal(mha_s2s_infer_create(&own, m, B * K, S, T), MHA_OK);
     assert_int_equal(mha_s2s_infer_create(&first, d, B * K, S, T), MHA_OK);
@@ -1535,6 +1554,12 @@ static void s2s_decode_only_decodes_the_same(void **state)
         assert_memory_equal(len[k], len[0], sizeof len[0]);
         assert_memory_equal(lp[k], lp[0], sizeof lp[0]);
     }
+    assert_int_equal(mha_s2s_greedy(d, pre, B, S, src, src_len, BOS, EOS, L, out[1], len[1],
+                                    lp[1]), MHA_OK); /* its frozen copy, made before */
+    assert_memory_equal(out[1], out[0], sizeof out[0]);
+    assert_memory_equal(lp[1], lp[0], sizeof lp[0]);
+    mha_s2s_infer_destroy(pre_sh);
+    mha_s2s_infer_destroy(pre);
     mha_s2s_hyp h[2][B * K];
     int32_t ht[2][B * K * L];
     assert_int_equal(mha_s2s_beam(m, own, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[0],
