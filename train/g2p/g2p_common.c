@@ -172,14 +172,14 @@ void g2p_defaults(g2p_config *c)
     c->dim = 192;
     c->mlp_dim = 640;
     c->batch = 128;
-    c->steps = 23000;
+    c->steps = 26000;
     c->lr = 1.5e-3;
     c->min_lr = 1e-5;
     c->warmup = 600;
     c->beta2 = 0.98;
     c->weight_decay = 0.01;
     c->clip = 1.0;
-    c->dropout = 0.1;
+    c->dropout = 0.05;
     c->label_smoothing = 0.1;
     c->seed = 1337;
     c->eval_every = 1000;
