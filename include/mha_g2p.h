@@ -83,9 +83,10 @@ typedef struct mha_g2p_pron {
 
 /* Open a model of mha-g2p train (weights-only or a checkpoint; its checksums verified)
  * for decoding with `threads` threads (0 = all cores): with 2 or more, the model's batches
- * of words (32 hypotheses each) are decoded two at a time, each on a thread of its own, the
- * second batch's caches sharing the first's copy of the weights (mha_s2s_infer_share); the
- * answers are the same bits whatever the thread count. Beam 1 (greedy), alpha 1. *out is
+ * of words (32 hypotheses each) are decoded two at a time, each on a thread of its own,
+ * both reading the model's one set of weights, laid out for decoding in place
+ * (mha_s2s_decode_only, mha_s2s_infer_share); the answers are the same bits whatever the
+ * thread count. Beam 1 (greedy), alpha 1. *out is
  * owned (mha_g2p_close). The file is read and checked whole now (every error of a file is
  * an error of this call); the model's weights are laid out for decoding, and its caches
  * made, at the first word the model has to answer — a process whose words all come from

@@ -189,7 +189,8 @@ MHA_API int MHA_NAME(s2s_infer_bytes)(const MHA_NAME(s2s) *m, size_t rows, size_
  * stays valid). The state takes a copy of the weights, laid out for decoding (each
  * product's weight transposed, as many elements as the blocks' matrices and the
  * read-out): the steps that follow read that copy, so weights changed after an encode
- * reach the decoding at the next encode. */
+ * reach the decoding at the next encode. A shared state, or one of a decode-only model,
+ * copies nothing here (MHA_ESTATE for a state made before s2s_decode_only, unshared). */
 MHA_API int MHA_NAME(s2s_infer_encode)(MHA_NAME(s2s) *m, MHA_NAME(s2s_infer) *s, size_t B,
                                        size_t S, const int32_t *src, const size_t *src_len);
 /* Keep rows from[0 .. n): new row r continues old row from[r] (its source and its decoded
