@@ -744,6 +744,14 @@ static void g2p_api_memory(void **state)
     assert_int_equal(mha_g2p_memory(g1, &b), MHA_OK);
     assert_true(b > m1 && b - weights > 3 * own / 2);
     assert_int_equal(mha_g2p_set_beam(g1, 1, 1.0), MHA_OK);
+    if (getenv("MHA_TEST_UNDER_VALGRIND")) { /* CI's valgrind pass, near its time limit:
+                                                 parsing CMUdict there takes long; the
+                                                 native passes check the lexicon's bytes */
+        print_message("[  REDUCED ] the lexicon's share is not checked under valgrind\n");
+        mha_g2p_close(g2);
+        mha_g2p_close(g1);
+        return;
+    }
     /* a lexicon: at least a copy of its file */
     FILE *lf = fopen(CMUDICT, "rb");
     assert_non_null(lf);
