@@ -1419,6 +1419,69 @@ static void s2s_infer_reads_weights_at_encode(void **state)
     mha_s2s_destroy(mf);
 }
 
+/* Parameters of a float32 model set to 0.4·sin(5k + 3i + 2) (tensor i, element k): the
+ * same weights in every model of one configuration. */
+static void fill_sin_weights(mha_s2s *m)
+{
+    for (size_t i = 0; i < mha_s2s_num_tensors(m); i++) {
+        mha_param_info in;
+        float *p;
+        assert_int_equal(mha_s2s_tensor(m, i, &in, &p, NULL), MHA_OK);
+        for (size_t k = 0; k < in.numel; k++)
+            p[k] = 0.4f * sinf((float)(5 * k + 3 * i + 2));
+    }
+}
+
+/* Greedy on ref (model rm) and, at once on two threads, on a and b (model m): the three give
+ * the same tokens, lengths and log-probabilities to the bit. */
+static void greedy_same_on_two_threads(mha_s2s *rm, mha_s2s_infer *ref, mha_s2s *m,
+                                       mha_s2s_infer *a, mha_s2s_infer *b, size_t B, size_t S,
+                                       const int32_t *src, const size_t *src_len, size_t L)
+{
+    int32_t *out = calloc(3 * B * L, sizeof *out);
+    size_t *len = calloc(3 * B, sizeof *len);
+    double *lp = calloc(3 * B, sizeof *lp);
+    assert_true(out && len && lp);
+    assert_int_equal(mha_s2s_greedy(rm, ref, B, S, src, src_len, BOS, EOS, L, out, len, lp),
+                     MHA_OK);
+    mha_s2s_infer *st[3] = {ref, a, b};
+    int rc[3] = {MHA_OK, -1, -1};
+#pragma omp parallel for num_threads(2)
+    for (int k = 1; k < 3; k++)
+        rc[k] = mha_s2s_greedy(m, st[k], B, S, src, src_len, BOS, EOS, L, out + k * B * L,
+                               len + k * B, lp + k * B);
+    for (int k = 1; k < 3; k++) {
+        assert_int_equal(rc[k], MHA_OK);
+        assert_memory_equal(out + k * B * L, out, B * L * sizeof *out);
+        assert_memory_equal(len + k * B, len, B * sizeof *len);
+        assert_memory_equal(lp + k * B, lp, B * sizeof *lp);
+    }
+    free(out);
+    free(len);
+    free(lp);
+}
+
+/* Beam search of width K (alpha 0.6) on a (model ma) and on b (model mb): the same
+ * hypotheses, lengths and log-probabilities to the bit. */
+static void beam_same(mha_s2s *ma, mha_s2s_infer *a, mha_s2s *mb, mha_s2s_infer *b, size_t B,
+                      size_t S, const int32_t *src, const size_t *src_len, size_t L, size_t K)
+{
+    mha_s2s_hyp *h = calloc(2 * B * K, sizeof *h);
+    int32_t *ht = calloc(2 * B * K * L, sizeof *ht);
+    assert_true(h && ht);
+    assert_int_equal(mha_s2s_beam(ma, a, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h, ht),
+                     MHA_OK);
+    assert_int_equal(mha_s2s_beam(mb, b, B, S, src, src_len, BOS, EOS, L, K, K, 0.6,
+                                  h + B * K, ht + B * K * L), MHA_OK);
+    for (size_t i = 0; i < B * K; i++) {
+        assert_int_equal(h[i].len, h[B * K + i].len);
+        assert_true(h[i].logprob == h[B * K + i].logprob);
+        assert_memory_equal(ht + i * L, ht + (B * K + i) * L, h[i].len * sizeof *ht);
+    }
+    free(h);
+    free(ht);
+}
+
 /* A state shared from another (s2s_infer_share) decodes what a state of its own decodes,
  * bit for bit (float32: greedy tokens, lengths and log-probabilities, beam hypotheses), also
  * when the two are used at once from two threads. Refusals: NULL, rows 0. */
@@ -1430,13 +1493,7 @@ static void s2s_infer_share_decodes_the_same(void **state)
     mha_s2s_config cfg = small_config(0.0, 0.0, 0.0, 641);
     mha_s2s *m;
     assert_int_equal(mha_s2s_create(&m, &cfg, B), MHA_OK);
-    for (size_t i = 0; i < mha_s2s_num_tensors(m); i++) {
-        mha_param_info in;
-        float *p;
-        assert_int_equal(mha_s2s_tensor(m, i, &in, &p, NULL), MHA_OK);
-        for (size_t k = 0; k < in.numel; k++)
-            p[k] = 0.4f * sinf((float)(5 * k + 3 * i + 2));
-    }
+    fill_sin_weights(m);
     int32_t src[B * S];
     fill_ids(src, B * S, 0, 7, 642);
     mha_s2s_infer *own, *from, *shared;
@@ -1447,33 +1504,8 @@ static void s2s_infer_share_decodes_the_same(void **state)
     assert_int_equal(mha_s2s_infer_share(&shared, from, 0), MHA_EINVAL);
     assert_int_equal(mha_s2s_infer_share(&shared, from, B * K), MHA_OK);
     /* greedy on each, the shared and its source at once on two threads */
-    int32_t out[3][B * L];
-    size_t len[3][B];
-    double lp[3][B];
-    mha_s2s_infer *st[3] = {own, from, shared};
-    assert_int_equal(mha_s2s_greedy(m, own, B, S, src, src_len, BOS, EOS, L, out[0], len[0],
-                                    lp[0]), MHA_OK);
-    int rc[3] = {MHA_OK, -1, -1};
-#pragma omp parallel for num_threads(2)
-    for (int k = 1; k < 3; k++)
-        rc[k] = mha_s2s_greedy(m, st[k], B, S, src, src_len, BOS, EOS, L, out[k], len[k], lp[k]);
-    for (int k = 1; k < 3; k++) {
-        assert_int_equal(rc[k], MHA_OK);
-        assert_memory_equal(out[k], out[0], sizeof out[0]);
-        assert_memory_equal(len[k], len[0], sizeof len[0]);
-        assert_memory_equal(lp[k], lp[0], sizeof lp[0]);
-    }
-    mha_s2s_hyp h[2][B * K];
-    int32_t ht[2][B * K * L];
-    assert_int_equal(mha_s2s_beam(m, own, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[0],
-                                  ht[0]), MHA_OK);
-    assert_int_equal(mha_s2s_beam(m, shared, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[1],
-                                  ht[1]), MHA_OK);
-    for (size_t i = 0; i < B * K; i++) {
-        assert_int_equal(h[0][i].len, h[1][i].len);
-        assert_true(h[0][i].logprob == h[1][i].logprob);
-        assert_memory_equal(ht[0] + i * L, ht[1] + i * L, h[0][i].len * sizeof ht[0][0]);
-    }
+    greedy_same_on_two_threads(m, own, m, from, shared, B, S, src, src_len, L);
+    beam_same(m, own, m, shared, B, S, src, src_len, L, K);
     mha_s2s_infer_destroy(shared); /* before the state it shares from */
     mha_s2s_infer_destroy(from);
     mha_s2s_infer_destroy(own);
@@ -1488,17 +1520,6 @@ static void s2s_infer_share_decodes_the_same(void **state)
  * state made before and not shared refuses to encode or be shared. Refusals afterwards:
  * forward, reset_parameters and a parameter pointer (MHA_ESTATE); shapes and names still
  * answer; a second call is MHA_OK; NULL. */
-static void fill_sin_weights(mha_s2s *m)
-{
-    for (size_t i = 0; i < mha_s2s_num_tensors(m); i++) {
-        mha_param_info in;
-        float *p;
-        assert_int_equal(mha_s2s_tensor(m, i, &in, &p, NULL), MHA_OK);
-        for (size_t k = 0; k < in.numel; k++)
-            p[k] = 0.4f * sinf((float)(5 * k + 3 * i + 2));
-    }
-}
-
 static void s2s_decode_only_decodes_the_same(void **state)
 {
     (void)state;
@@ -1538,39 +1559,11 @@ static void s2s_decode_only_decodes_the_same(void **state)
     mha_s2s_infer_destroy(first); /* states come and go; the layout stays */
     assert_int_equal(mha_s2s_infer_create(&view, d, B * K, S, T), MHA_OK);
     assert_int_equal(mha_s2s_infer_share(&shared, view, B), MHA_OK);
-    int32_t out[3][B * L];
-    size_t len[3][B];
-    double lp[3][B];
-    assert_int_equal(mha_s2s_greedy(m, own, B, S, src, src_len, BOS, EOS, L, out[0], len[0],
-                                    lp[0]), MHA_OK);
-    mha_s2s_infer *st[3] = {own, view, shared};
-    int rc[3] = {MHA_OK, -1, -1};
-#pragma omp parallel for num_threads(2)
-    for (int k = 1; k < 3; k++)
-        rc[k] = mha_s2s_greedy(d, st[k], B, S, src, src_len, BOS, EOS, L, out[k], len[k], lp[k]);
-    for (int k = 1; k < 3; k++) {
-        assert_int_equal(rc[k], MHA_OK);
-        assert_memory_equal(out[k], out[0], sizeof out[0]);
-        assert_memory_equal(len[k], len[0], sizeof len[0]);
-        assert_memory_equal(lp[k], lp[0], sizeof lp[0]);
-    }
-    assert_int_equal(mha_s2s_greedy(d, pre, B, S, src, src_len, BOS, EOS, L, out[1], len[1],
-                                    lp[1]), MHA_OK); /* its frozen copy, made before */
-    assert_memory_equal(out[1], out[0], sizeof out[0]);
-    assert_memory_equal(lp[1], lp[0], sizeof lp[0]);
+    greedy_same_on_two_threads(m, own, d, view, shared, B, S, src, src_len, L);
+    greedy_same_on_two_threads(m, own, d, pre, pre_sh, B, S, src, src_len, L); /* made before */
     mha_s2s_infer_destroy(pre_sh);
     mha_s2s_infer_destroy(pre);
-    mha_s2s_hyp h[2][B * K];
-    int32_t ht[2][B * K * L];
-    assert_int_equal(mha_s2s_beam(m, own, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[0],
-                                  ht[0]), MHA_OK);
-    assert_int_equal(mha_s2s_beam(d, view, B, S, src, src_len, BOS, EOS, L, K, K, 0.6, h[1],
-                                  ht[1]), MHA_OK);
-    for (size_t i = 0; i < B * K; i++) {
-        assert_int_equal(h[0][i].len, h[1][i].len);
-        assert_true(h[0][i].logprob == h[1][i].logprob);
-        assert_memory_equal(ht[0] + i * L, ht[1] + i * L, h[0][i].len * sizeof ht[0][0]);
-    }
+    beam_same(m, own, d, view, B, S, src, src_len, L, K);
     int32_t tgt[B * (T - 1)];
     size_t tlen[B];
     fill_ids(tgt, B * (T - 1), 3, (int)cfg.tgt_vocab - 1, 645);
@@ -1611,6 +1604,9 @@ static void s2s_decode_only_decodes_the_same(void **state)
     randomize_s2s(dd, 648);
     assert_int_equal(mhad_s2s_decode_only(dd), MHA_OK);
     mhad_s2s_infer *sd[2];
+    int32_t out[2][B * L] = {{0}}; /* greedy writes len[b] tokens of each row: the rest 0 */
+    size_t len[2][B];
+    double lp[2][B];
     assert_int_equal(mhad_s2s_infer_create(&sd[0], md, B, S, T), MHA_OK);
     assert_int_equal(mhad_s2s_infer_create(&sd[1], dd, B, S, T), MHA_OK);
     assert_int_equal(mhad_s2s_greedy(md, sd[0], B, S, src, src_len, BOS, EOS, L, out[0], len[0],
