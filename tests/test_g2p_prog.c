@@ -941,6 +941,31 @@ static void g2p_keep_checkpoints(void **state)
     assert_false(file_exists("c/checkpoint-15.safetensors"));
 }
 
+/* A diverging run (lr 1e6: AdamW's decoupled decay alone multiplies the weights by -1e4 a
+ * step; no clipping; a checkpoint every step) stops with status 3 and the training loop's
+ * message (the same policy as mha-train's and mha-gpt's); the checkpoint written before is
+ * intact and finite, and the log holds only whole rows. */
+static void g2p_train_nonfinite(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("nf", "train --data d.dict " TINY " --steps 50 --warmup 0 --lr 1e6 "
+                               "--min-lr 1e6 --clip 0 --ckpt-every 1 --out nf"), 3);
+    assert_file_contains("nf.err", "is non-finite (NaN or inf)");
+    assert_file_contains("nf.err", "The last checkpoint (");
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/nf/checkpoint.safetensors", tmpdir);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_f32_tensors_finite(f);
+    mha_st_free(f);
+    size_t n = 0;
+    char *log = slurp("nf/train_log.csv", &n);
+    assert_non_null(log);
+    assert_true(n > 0 && log[n - 1] == '\n');
+    free(log);
+}
+
 /* The two-column form trains and decodes too: UTF-8 sources, multi-byte target tokens. */
 static void g2p_tsv_form(void **state)
 {
@@ -1036,6 +1061,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_reverse_and_rescore, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_keep_checkpoints, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_train_nonfinite, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_decode_memory_refused, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_committed_model_reproduces, tmpdir_setup,

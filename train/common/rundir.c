@@ -217,3 +217,32 @@ void rundir_claim(const char *dir, const char *const *files, size_t n, const cha
         ckpt_remove_stale(path);
     }
 }
+
+void rundir_start(const char *dir, const char *resume, const char *resume_id, int force,
+                  int claim, char id[RUNDIR_ID_CAP])
+{
+    if (!rundir_id_valid(resume_id))
+        resume_id = NULL;
+    if (resume_id)
+        snprintf(id, RUNDIR_ID_CAP, "%s", resume_id);
+    else
+        rundir_new_id(id);
+    if (!claim)
+        return;
+    cli_prepare_out_dir(dir); /* exit 2 before the model is built */
+    rundir_lock(dir);
+    char **kept; /* the numbered checkpoints kept by step belong to their run too */
+    const size_t nk = rundir_list_numbered(dir, "checkpoint-", ".safetensors", &kept);
+    const char **files = malloc((nk + 2) * sizeof *files);
+    if (!files)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    files[0] = "checkpoint.safetensors";
+    files[1] = "best.safetensors";
+    for (size_t i = 0; i < nk; i++)
+        files[2 + i] = kept[i];
+    rundir_claim(dir, files, nk + 2, resume && resume[0] ? resume : NULL, resume_id, force);
+    for (size_t i = 0; i < nk; i++)
+        free(kept[i]);
+    free(kept);
+    free(files);
+}

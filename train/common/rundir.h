@@ -49,6 +49,15 @@ int rundir_id_valid(const char *s);
 void rundir_claim(const char *dir, const char *const *files, size_t n, const char *resume,
                   const char *resume_id, int force);
 
+/* The start of every training program's run in dir: its id into id (resume_id, a resumed
+ * checkpoint's, when it is a valid id; else a fresh one), then, with claim (the process
+ * that writes: rank 0), dir made ready (cli_prepare_out_dir), locked (rundir_lock) and
+ * claimed (rundir_claim) for the run's checkpoint files: checkpoint.safetensors,
+ * best.safetensors and the numbered checkpoint-<step>.safetensors kept by step. resume:
+ * the checkpoint resumed from ("" or NULL: a new run). Exits 2 as those do. */
+void rundir_start(const char *dir, const char *resume, const char *resume_id, int force,
+                  int claim, char id[RUNDIR_ID_CAP]);
+
 /* The files <dir>/<prefix><digits><suffix> (e.g. checkpoint-2000.safetensors), their names
  * (without dir) into *names (owned: free each and the array) in increasing order of the
  * number; returns how many. A directory that cannot be read has none. Exit 1 when out of

@@ -9,19 +9,20 @@
  * (weights only). checkpoint.safetensors (with AdamW moments and the data position)
  * every --ckpt-every steps and at the end; --resume continues bit for bit (1 thread).
  */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include <omp.h>
 
 #include "g2p_train.h"
 #include "peak.h"
-#include "rundir.h"
 
 enum { WINDOW_BATCHES = 64 };
+
+/* the history's columns are the trainer's row (trainer.h) with four evaluation columns */
+_Static_assert((int)H_LOSS == (int)TRAIN_COL_LOSS && (int)H_LR == (int)TRAIN_COL_LR &&
+                   (int)H_GN == (int)TRAIN_COL_GN && (int)H_WER == (int)TRAIN_COL_EVAL &&
+                   (int)H_COLS == (int)TRAIN_COL_EVAL + 4 + 2,
+               "the history's columns are the trainer's row");
 
 /* ---- batches and evaluation -------------------------------------------------------------- */
 
@@ -101,9 +102,11 @@ static size_t next_batch(trainer *t, size_t *S, size_t *T)
     return rows;
 }
 
-/* Greedy WER/PER on the validation words: row[H_WER ..]. */
-static void evaluate(trainer *t, double *row)
+/* Greedy WER/PER on the validation words into row[H_WER ..], rank 0's on every rank (the
+ * trainer's evaluate hook). */
+static int evaluate(void *ctx, double *row)
 {
+    trainer *t = ctx;
     g2p_tally st, ns;
     g2p_score_split(&t->dec, &t->set, G2P_VALID, t->map, t->r.tgt.n, &st, &ns,
                     t->cfg.eval_words, NULL, NULL, NULL);
@@ -111,9 +114,11 @@ static void evaluate(trainer *t, double *row)
     row[H_PER] = g2p_per(&ns);
     row[H_WER_S] = g2p_wer(&st);
     row[H_PER_S] = g2p_per(&st);
+    dist_bcast(row + H_WER, 4 * sizeof(double)); /* every rank decides on rank 0's */
+    return 0;
 }
 
-/* ---- the loop ---------------------------------------------------------------------------- */
+/* ---- the step -------------------------------------------------------------------------- */
 
 /* Model FLOPs of one training step on `rows` pairs padded to S letters and T phones,
  * counting each multiply-add of a matrix product as 2 and backward as twice forward (3×
@@ -134,15 +139,14 @@ static double step_flops(const trainer *t, size_t rows, size_t S, size_t T)
     return 3 * (double)rows * (enc + dec);
 }
 
-/* One training step on this rank's rows of the next batch: the loss (of the whole batch),
- * the gradient norm before clipping, the learning rate used; the batch's rows and padded
- * sizes into *rows, *S, *T. */
-static void train_step(trainer *t, const mha_lr_schedule *sched, double *loss, double *gn,
-                       double *lr, size_t *rows_out, size_t *S_out, size_t *T_out)
+/* The trainer's forward hook: the next batch, this rank's rows of it forward; the loss of
+ * the whole batch, its pronunciations as the work, its model FLOPs. */
+static void forward(void *ctx, double *loss, double *work, double *flops)
 {
-    const g2p_config *c = &t->cfg;
+    trainer *t = ctx;
     size_t S, T;
     const size_t rows = next_batch(t, &S, &T);
+    t->r.batch_in_epoch++;
     /* this rank's rows [b0, b0 + nb) of the step's batch (all of it with one rank); its
      * mean loss counts by its share of the batch's scored positions */
     size_t b0, nb;
@@ -153,8 +157,9 @@ static void train_step(trainer *t, const mha_lr_schedule *sched, double *loss, d
             scored[1] += 1;
             scored[0] += i >= b0 * T && i < (b0 + nb) * T;
         }
-    const double share = scored[1] > 0 ? scored[0] / scored[1] : 0;
-    *loss = *gn = *lr = 0;
+    t->share = scored[1] > 0 ? scored[0] / scored[1] : 0;
+    t->rank_rows = nb;
+    *loss = 0;
     cli_check(mha_s2s_zero_grad(t->r.m), "zero_grad");
     if (nb > 0) { /* a rank with no row of an epoch's short last batch adds zeros */
         cli_check(mha_s2s_set_dropout_batch_offset(t->r.m, b0), "dropout offset");
@@ -166,155 +171,85 @@ static void train_step(trainer *t, const mha_lr_schedule *sched, double *loss, d
         cli_check(mha_s2s_set_call_index(t->r.m, ci + 1), "model");
     }
     if (dist_size() > 1) {
-        *loss *= share; /* the batch's mean: Σ_r share_r · mean_r */
+        *loss *= t->share; /* the batch's mean: Σ_r share_r · mean_r */
         dist_sum(loss, 1);
     }
-    if (!isfinite(*loss))
-        cli_die(CLI_EXIT_NONFINITE, "the training loss is %g at step %llu: lower --lr or "
-                "--clip", *loss, (unsigned long long)t->r.step + 1);
-    dist_grads_begin(t->dg, share);
-    if (nb > 0)
+    *work = (double)rows;
+    *flops = step_flops(t, rows, S, T);
+}
+
+/* The trainer's backward hook: this rank's rows, the gradients summed across ranks. */
+static void backward(void *ctx)
+{
+    trainer *t = ctx;
+    dist_grads_begin(t->dg, t->share);
+    if (t->rank_rows > 0)
         cli_check(mha_s2s_backward(t->r.m), "backward");
     dist_grads_finish(t->dg);
-    int st = mha_optim_clip_grad_norm(t->r.opt, c->clip > 0 ? c->clip : INFINITY, gn);
-    if (st == MHA_OK)
-        st = mha_lr_at(sched, t->r.step, lr);
-    if (st == MHA_OK)
-        st = mha_optim_step(t->r.opt, *lr);
-    if (st == MHA_ENONFINITE)
-        cli_die(CLI_EXIT_NONFINITE, "a gradient is not finite at step %llu",
-                (unsigned long long)t->r.step + 1);
-    cli_check(st, "optimizer step");
-    t->r.step++;
-    t->r.batch_in_epoch++;
-    *rows_out = rows;
-    *S_out = S;
-    *T_out = T;
 }
 
-/* --keep-checkpoints K: the checkpoint just saved also as checkpoint-<step>.safetensors (a
- * hard link; a second save where the file system has none), and only the K highest steps
- * of those kept. */
-static void keep_checkpoint(trainer *t)
+/* The trainer's save hook (rank 0 writes): the state a checkpoint holds, then the latest
+ * checkpoint with the AdamW moments, or the best weights alone. */
+static void save(void *ctx, const char *path, int kind)
 {
-    const g2p_config *c = &t->cfg;
-    if (!c->keep_checkpoints)
-        return;
-    char path[CLI_PATH_CAP + 64];
-    snprintf(path, sizeof path, "%s/checkpoint-%llu.safetensors", c->out,
-             (unsigned long long)t->r.step);
-    if (unlink(path) != 0 && errno != ENOENT)
-        cli_die(CLI_EXIT_RUNTIME, "cannot replace %s: %s", path, strerror(errno));
-    if (link(t->ckpt_path, path) != 0)
-        g2p_save_or_stop(t, path, 1);
-    char **kept;
-    const size_t n = rundir_list_numbered(c->out, "checkpoint-", ".safetensors", &kept);
-    for (size_t i = 0; i < n; i++) {
-        if (i + c->keep_checkpoints < n) {
-            snprintf(path, sizeof path, "%s/%s", c->out, kept[i]);
-            if (unlink(path) != 0 && errno != ENOENT)
-                cli_die(CLI_EXIT_RUNTIME, "cannot remove %s: %s", path, strerror(errno));
-        }
-        free(kept[i]);
-    }
-    free(kept);
-}
-
-/* After a step: the state a checkpoint holds, the best checkpoint after a better WER, the
- * latest every --ckpt-every (rank 0 writes). */
-static void save_due(trainer *t, int eval_now, const double *row, uint64_t end)
-{
-    const g2p_config *c = &t->cfg;
+    trainer *t = ctx;
     uint64_t ci;
     cli_check(mha_s2s_get_call_index(t->r.m, &ci), "model");
     t->r.call_index = ci;
     cli_check(mha_optim_get_step(t->r.opt, &t->r.optim_t), "optimizer");
-    if (eval_now && row[H_WER] < t->r.best_wer) {
-        t->r.best_wer = row[H_WER];
-        t->r.best_step = t->r.step;
-        if (t->rank0)
-            g2p_save_or_stop(t, t->best_path, 0);
-    }
-    if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end && t->rank0) {
-        g2p_save_or_stop(t, t->ckpt_path, 1);
-        t->last_ckpt = t->ckpt_path;
-        keep_checkpoint(t);
-    }
+    t->r.elapsed = train_loop_elapsed(&t->loop);
+    if (t->rank0)
+        g2p_save_or_stop(t, path, kind == TRAIN_SAVE_LATEST);
 }
 
-/* The progress line: the step's loss, the last validation, the speed of the training
- * steps since the last line (ms a step, MFU, words/s; evaluations excluded), the time. */
-static void show_progress(trainer *t, report_progress *prog, int eval_now, double loss,
-                          double lr, uint64_t end)
+/* The progress line's validation: "val WER 26.61% PER 6.31%", "val -" before any. */
+static void describe(void *ctx, const double *last, char *buf, size_t cap)
 {
-    const g2p_config *c = &t->cfg;
-    g2p_clock *k = &t->clk;
-    if (!eval_now && !(prog->tty && report_progress_due(prog, t->r.step == end)))
-        return;
-    char els[32], val[48] = "-", mfu[32] = "";
-    report_duration(t->r.elapsed, els, sizeof els);
-    if (isfinite(t->last[H_WER]))
-        snprintf(val, sizeof val, "WER %.2f%% PER %.2f%%", 100 * t->last[H_WER],
-                 100 * t->last[H_PER]);
-    const double ms = k->win_steps ? 1e3 * k->win_s / (double)k->win_steps : 0;
-    if (k->win_s > 0 && k->peak > 0)
-        snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * k->win_flops / k->win_s /
-                                                      (k->peak * 1e9));
-    /* the most wanted first: a terminal narrower than the line cuts its end */
-    report_progress_show(prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  %.1f ms/step%s  "
-                         "elapsed %s  %.0f words/s", prog->tty ? "  " : "",
-                         (unsigned long long)t->r.step, (unsigned long long)c->steps, loss, val,
-                         lr, ms, mfu, els,
-                         k->win_s > 0 ? (double)k->win_words / k->win_s : 0);
-    k->win_s = k->win_flops = 0;
-    k->win_steps = k->win_words = 0;
-    if (eval_now) /* each evaluation keeps its line on a terminal */
-        report_progress_end(prog);
+    (void)ctx;
+    if (isfinite(last[H_WER]))
+        snprintf(buf, cap, "val WER %.2f%% PER %.2f%%", 100 * last[H_WER], 100 * last[H_PER]);
+    else
+        snprintf(buf, cap, "val -");
 }
 
-/* Train from the current step to `end` (--steps, --stop-after, or a stop signal). */
-static void train_loop(trainer *t, report_csv *csv, report_progress *prog, uint64_t end)
+/* The trainer, set for this run (after setup). */
+static void loop_setup(trainer *t, report_csv *csv, report_progress *prog)
 {
     const g2p_config *c = &t->cfg;
-    const mha_lr_schedule sched = {.base_lr = c->lr, .min_lr = c->min_lr,
-                                   .warmup_steps = c->warmup, .total_steps = c->steps};
-    const double t0 = report_now(), elapsed0 = t->r.elapsed;
-    g2p_clock *k = &t->clk;
-    while (t->r.step < end) {
-        double loss, gn, lr;
-        size_t rows, S, T;
-        const double ts = report_now();
-        train_step(t, &sched, &loss, &gn, &lr, &rows, &S, &T);
-        const double step_s = report_now() - ts;
-        k->train_s += step_s;
-        k->win_s += step_s;
-        const double fl = step_flops(t, rows, S, T);
-        k->win_flops += fl;
-        k->flops += fl;
-        k->steps++;
-        k->win_steps++;
-        k->win_words += rows;
-        double row[H_COLS] = {loss, lr, gn, NAN, NAN, NAN, NAN, NAN, (double)rows / step_s};
-        const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
-        if (eval_now) {
-            if (prog->tty)
-                report_progress_show(prog, "  step %llu/%llu  evaluating...",
-                                     (unsigned long long)t->r.step, (unsigned long long)c->steps);
-            evaluate(t, row);
-            dist_bcast(row + H_WER, 4 * sizeof(double)); /* every rank decides on rank 0's */
-            memcpy(t->last, row, sizeof t->last);
-        }
-        t->r.elapsed = elapsed0 + (report_now() - t0);
-        row[H_TIME] = t->r.elapsed;
-        report_history_push(&t->hist, row);
-        if (t->rank0)
-            report_csv_row(csv, t->r.step, row, H_COLS);
-        save_due(t, eval_now, row, end);
-        show_progress(t, prog, eval_now, loss, lr, end);
-        if ((t->stop_sig = dist_max(report_stop_signal())) != 0)
-            break; /* every rank at this step, each to exit with 128 + the signal; a
-                      second signal ends the process */
-    }
+    train_loop *L = &t->loop;
+    L->h = (train_hooks){t, forward, backward, evaluate, save, describe, dist_max};
+    L->opt = t->r.opt;
+    L->sched = (mha_lr_schedule){.base_lr = c->lr, .min_lr = c->min_lr,
+                                 .warmup_steps = c->warmup, .total_steps = c->steps};
+    L->clip = c->clip;
+    L->pt = t->r.pt;
+    L->n_pt = t->r.n_pt;
+    L->step = &t->r.step;
+    L->steps = c->steps;
+    L->end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
+    L->eval_every = c->eval_every;
+    /* greedy decoding of the validation words: about a forward of them, a third of a
+     * training step per batch of words */
+    const size_t words = t->set.words_off[G2P_VALID + 1] - t->set.words_off[G2P_VALID];
+    L->eval_cost = (double)(c->eval_words && c->eval_words < words ? c->eval_words : words) /
+                   (double)c->batch / 3;
+    L->n_cols = 4;
+    L->best_col = H_WER;
+    L->best = &t->r.best_wer;
+    L->best_step = &t->r.best_step;
+    L->ckpt_every = c->ckpt_every;
+    L->keep = c->keep_checkpoints;
+    L->out = c->out;
+    L->ckpt_path = t->ckpt_path;
+    L->best_path = t->best_path;
+    L->unit = "words";
+    L->peak = t->clk.peak;
+    L->elapsed0 = t->r.elapsed;
+    L->t_start = report_now();
+    L->rank0 = t->rank0;
+    L->hist = &t->hist;
+    L->csv = csv;
+    L->prog = prog;
 }
 
 static void trainer_free(trainer *t)
@@ -340,21 +275,22 @@ int g2p_train_main(int argc, char **argv, int first)
     static trainer tr;
     trainer *t = &tr;
     report_csv csv = {0};
+    train_loop_init(&t->loop);
     g2p_train_setup(t, argc, argv, first, &csv);
     const g2p_config *c = &t->cfg;
-    const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
     report_progress prog;
     report_progress_start(&prog);
     report_progress_mode(&prog, c->progress, dist_with_mpi());
-    train_loop(t, &csv, &prog, end);
+    loop_setup(t, &csv, &prog);
+    const int rc = train_loop_run(&t->loop);
+    if (rc)
+        return rc;
     report_progress_end(&prog);
+    train_loop_close(&t->loop);
     const int completed = t->r.step == c->steps;
     size_t nfig = 0;
     if (t->rank0) {
         char path[CLI_PATH_CAP + 64];
-        report_csv_close(&csv);
-        g2p_save_or_stop(t, t->ckpt_path, 1);
-        keep_checkpoint(t);
         snprintf(path, sizeof path, "%s/curves.svg", c->out);
         if (t->hist.n)
             g2p_write_curves(t, path);
@@ -371,5 +307,5 @@ int g2p_train_main(int argc, char **argv, int first)
     trainer_free(t);
     /* 128 + the signal, on every rank (that of a rank which got none too): mpirun passes
      * the first non-zero status on, so the job's is the signal's as for one process */
-    return t->stop_sig ? 128 + t->stop_sig : 0;
+    return t->loop.stop_sig ? 128 + t->loop.stop_sig : 0;
 }

@@ -1,6 +1,6 @@
 /*
  * mha-g2p train's state (the trainer), shared by the command (train/g2p/g2p_train.c: the
- * batches, the loop; train/g2p/g2p_train_setup.c: options, data, model, precision) and its
+ * batches, the model's half of the loop of train/common/trainer.h; train/g2p/g2p_train_setup.c: options, data, model, precision) and its
  * files (train/g2p/g2p_train_io.c: checkpoints, pictures, summary, the ranks' shared state).
  * Private to those three files.
  */
@@ -14,22 +14,19 @@
 #include "peak.h"
 #include "g2p_prog.h"
 #include "report.h"
+#include "trainer.h"
 
-/* History columns (one row per completed step): the batch's loss, the learning rate, the
- * gradient norm; at evaluations, the validation error rates; the seconds since the run
- * started (earlier processes of a resumed run included) and the step's pronunciations
- * per second. */
+/* History columns (one row per completed step, trainer.h's layout): the batch's loss, the
+ * learning rate, the gradient norm; at evaluations, the validation error rates; the
+ * seconds since the run started (earlier processes of a resumed run included) and the
+ * step's pronunciations per second. */
 enum { H_LOSS, H_LR, H_GN, H_WER, H_PER, H_WER_S, H_PER_S, H_TIME, H_WPS, H_COLS };
 
-/* This process's clock of the training loop. */
+/* The MFU's denominator in GFLOP/s (0: none): the peak measured now (every rank's, summed)
+ * or kept (one process). */
 typedef struct g2p_clock {
-    double train_s;            /* seconds of training steps (evaluations excluded)   */
-    double win_s, win_flops;   /* training seconds and model FLOPs since the last line */
-    uint64_t win_steps, win_words;
-    double peak;               /* GFLOP/s, the MFU's denominator (0: none): the peak's      */
-    peak_best peak_src;        /* measured now (every rank's, summed) or kept (one process) */
-    double flops;              /* model FLOPs of this process's training steps           */
-    uint64_t steps;            /* and how many                                          */
+    double peak;
+    peak_best peak_src;
 } g2p_clock;
 
 typedef struct trainer {
@@ -51,13 +48,13 @@ typedef struct trainer {
     dist_grads *dg;            /* sums the gradients across ranks                    */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
     char csv_path[CLI_PATH_CAP + 64];
-    const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     size_t n_params;
     double mem_need;           /* bytes the run needs, estimated (g2p_check_memory)   */
     char precision_why[160];   /* how --precision auto chose ("" when it was given)  */
-    double last[H_COLS];       /* the row of the last evaluation (NaN before any)   */
     g2p_clock clk;
-    int stop_sig;              /* the signal (SIGINT or SIGTERM) a rank got, 0 if none */
+    train_loop loop;           /* the loop (trainer.h): its clocks, last evaluation, stop */
+    double share;              /* this rank's share of the step's scored positions   */
+    size_t rank_rows;          /* and its rows of the step's batch                   */
 } trainer;
 
 /* ---- train/g2p/g2p_train_setup.c ---- */
@@ -68,8 +65,6 @@ void g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *c
 
 /* ---- train/g2p/g2p_train_io.c ---- */
 
-/* For report_csv's on_fail: say whether the last checkpoint is intact. */
-void g2p_log_failed(void *ctx);
 /* Save a checkpoint (with the AdamW moments or not), or say whether the last one is
  * intact and exit 1. */
 void g2p_save_or_stop(trainer *t, const char *path, int with_moments);

@@ -11,22 +11,12 @@
 #include "g2p_train.h"
 #include "svg.h"
 
-/* The log could not be written (report_csv_row has said so): say whether the last
- * checkpoint is intact before the exit. */
-void g2p_log_failed(void *ctx)
-{
-    const trainer *t = ctx;
-    report_last_checkpoint(t->last_ckpt);
-}
-
 /* Save a checkpoint, or say whether the last one is intact and exit 1. */
 void g2p_save_or_stop(trainer *t, const char *path, int with_moments)
 {
     if (g2p_save(&t->r, &t->cfg, path, with_moments) == MHA_OK)
         return;
-    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
-    report_last_checkpoint(t->last_ckpt);
-    exit(CLI_EXIT_RUNTIME);
+    train_loop_save_failed(&t->loop);
 }
 
 void g2p_write_curves(const trainer *t, const char *path)
@@ -119,7 +109,7 @@ size_t g2p_write_alignments(trainer *t)
 
 void g2p_write_summary(const trainer *t, const char *path, double wall, int completed)
 {
-    const double *last = t->last;
+    const double *last = t->loop.last;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "mha-g2p-summary 1");
     cJSON_AddItemToObject(root, "config", report_config_json(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS,
@@ -133,12 +123,13 @@ void g2p_write_summary(const trainer *t, const char *path, double wall, int comp
     /* this process's training steps (evaluations excluded): their mean time, and their
      * model FLOPs over that time as a share of the measured peak (g2p_train.c) */
     const g2p_clock *k = &t->clk;
-    if (k->steps > 0 && k->train_s > 0) {
-        cJSON_AddNumberToObject(root, "step_ms", 1e3 * k->train_s / (double)k->steps);
+    const train_loop *L = &t->loop;
+    if (L->steps_done > 0 && L->train_s > 0) {
+        cJSON_AddNumberToObject(root, "step_ms", 1e3 * L->train_s / (double)L->steps_done);
         if (k->peak > 0) {
             cJSON_AddNumberToObject(root, "peak_gflops", k->peak);
             cJSON_AddNumberToObject(root, "peak_gflops_measured", k->peak_src.measured);
-            cJSON_AddNumberToObject(root, "mfu", k->flops / k->train_s / (k->peak * 1e9));
+            cJSON_AddNumberToObject(root, "mfu", L->flops / L->train_s / (k->peak * 1e9));
         }
     }
     cJSON_AddNumberToObject(root, "train_pronunciations", (double)t->n_train);

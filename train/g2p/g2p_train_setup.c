@@ -135,31 +135,8 @@ static void read_data(trainer *t, int resumed, g2p_vocab *src, g2p_vocab *tgt)
 static void claim_out_dir(trainer *t, const mha_st_file *ck)
 {
     g2p_config *c = &t->cfg;
-    cli_prepare_out_dir(c->out);
-    const char *ck_id = ck ? mha_st_meta(ck, "run_id") : NULL;
-    if (!rundir_id_valid(ck_id))
-        ck_id = NULL;
-    if (ck_id)
-        snprintf(c->run_id, sizeof c->run_id, "%s", ck_id);
-    else
-        rundir_new_id(c->run_id);
-    if (dist_rank() == 0) {
-        rundir_lock(c->out);
-        char **kept; /* --keep-checkpoints' files belong to the run that wrote them too */
-        const size_t nk = rundir_list_numbered(c->out, "checkpoint-", ".safetensors", &kept);
-        const char **files = malloc((nk + 2) * sizeof *files);
-        if (!files)
-            cli_die(CLI_EXIT_RUNTIME, "out of memory");
-        files[0] = "checkpoint.safetensors";
-        files[1] = "best.safetensors";
-        for (size_t i = 0; i < nk; i++)
-            files[2 + i] = kept[i];
-        rundir_claim(c->out, files, nk + 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
-        for (size_t i = 0; i < nk; i++)
-            free(kept[i]);
-        free(kept);
-        free(files);
-    }
+    rundir_start(c->out, c->resume, ck ? mha_st_meta(ck, "run_id") : NULL, c->force,
+                 dist_rank() == 0, c->run_id);
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
 }
@@ -307,14 +284,12 @@ void g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *c
     report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
     snprintf(t->csv_path, sizeof t->csv_path, "%s/train_log.csv", c->out);
-    t->last_ckpt = c->resume[0] ? c->resume : NULL;
+    t->loop.last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
         report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step,
                         c->run_id, c->resume, c->force);
-    csv->on_fail = g2p_log_failed;
-    csv->ctx = t;
-    for (size_t k = 0; k < H_COLS; k++)
-        t->last[k] = NAN;
+    csv->on_fail = train_loop_log_failed;
+    csv->ctx = &t->loop;
     if (t->rank0)
         print_header(t);
 }

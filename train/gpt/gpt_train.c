@@ -26,6 +26,12 @@
 #include "gpt_train.h"
 #include "peak.h"
 
+/* the history's columns are the trainer's row (trainer.h) with two evaluation columns */
+_Static_assert((int)H_LOSS == (int)TRAIN_COL_LOSS && (int)H_LR == (int)TRAIN_COL_LR &&
+                   (int)H_GN == (int)TRAIN_COL_GN && (int)H_EVTR == (int)TRAIN_COL_EVAL &&
+                   (int)H_COLS == (int)TRAIN_COL_EVAL + 2 + 2,
+               "the history's columns are the trainer's row");
+
 /* The log's columns (history columns H_* in gpt_train.h). */
 static const char *const CSV_HEADER =
     "step,train_loss,lr,grad_norm,eval_train_loss,eval_val_loss,time_s,tokens_per_s";
@@ -61,6 +67,20 @@ static double evaluate(trainer *t, int p, int *stopped)
     }
     dist_sum(&sum, 1);
     return sum / (double)t->cfg.eval_batches;
+}
+
+/* The trainer's evaluate hook: both splits into row[H_EVTR], row[H_EVVA]; 1 (nothing
+ * written) when a stop signal cut it short. */
+static int evaluate_both(void *ctx, double *row)
+{
+    trainer *t = ctx;
+    int stopped = 0;
+    const double tr = evaluate(t, 0, &stopped), va = stopped ? NAN : evaluate(t, 1, &stopped);
+    if (stopped)
+        return 1;
+    row[H_EVTR] = tr;
+    row[H_EVVA] = va;
+    return 0;
 }
 
 /* ---- setup ----------------------------------------------------------------------------- */
@@ -153,27 +173,6 @@ static void trainer_free(trainer *t)
     report_history_free(&t->hist);
 }
 
-/* 1 if every parameter and AdamW moment is finite (so that no checkpoint holds one). */
-static int params_finite(const gpt_run *r)
-{
-    for (size_t i = 0; i < r->n_pt; i++) {
-        const ckpt_tensor *p = &r->pt[i];
-        for (size_t k = 0; k < p->numel; k++)
-            if (!isfinite(p->p[k]) || !isfinite(p->m[k]) || !isfinite(p->v[k]))
-                return 0;
-    }
-    return 1;
-}
-
-/* Evaluation steps in (from, to]: multiples of --eval-every and the last step --steps. */
-static uint64_t evals_between(const gpt_run_config *c, uint64_t from, uint64_t to)
-{
-    if (to <= from)
-        return 0;
-    return to / c->eval_every - from / c->eval_every +
-           (to == c->steps && c->steps % c->eval_every != 0);
-}
-
 /* ---- the command: setup ------------------------------------------------------------------ */
 
 /* The options and, with --resume, the checkpoint's configuration and state; the checks
@@ -226,19 +225,8 @@ static int check_resume(const trainer *t, const mha_st_file *ck, const char *wha
 static void claim_out_dir(trainer *t, const mha_st_file *ck)
 {
     const gpt_run_config *c = &t->cfg;
-    const char *ck_id = ck ? mha_st_meta(ck, "run_id") : NULL;
-    if (!rundir_id_valid(ck_id))
-        ck_id = NULL;
-    if (ck_id)
-        snprintf(t->run_id, sizeof t->run_id, "%s", ck_id);
-    else
-        rundir_new_id(t->run_id);
-    if (t->rank0) {
-        cli_prepare_out_dir(c->out); /* exit 2 before the model is built */
-        static const char *const files[] = {"checkpoint.safetensors", "best.safetensors"};
-        rundir_lock(c->out);
-        rundir_claim(c->out, files, 2, c->resume[0] ? c->resume : NULL, ck_id, c->force);
-    }
+    rundir_start(c->out, c->resume, ck ? mha_st_meta(ck, "run_id") : NULL, c->force, t->rank0,
+                 t->run_id);
 }
 
 /* The model, AdamW and the batch generator, from the checkpoint when there is one (then
@@ -295,20 +283,12 @@ static void open_outputs(trainer *t, report_csv *csv)
     snprintf(t->smp_path, sizeof t->smp_path, "%s/sample.txt", c->out);
     report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
-    t->last_ckpt = c->resume[0] ? c->resume : NULL;
+    t->loop.last_ckpt = c->resume[0] ? c->resume : NULL;
     if (t->rank0)
         report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step,
                         t->run_id, c->resume, c->force);
-    csv->on_fail = gpt_log_failed;
-    csv->ctx = t;
-    t->last_ev[0] = t->last_ev[1] = NAN;
-    for (size_t i = t->hist.n; i-- > 0;) /* the last evaluation in a resumed log */
-        if (isfinite(report_at(&t->hist, i, H_EVVA))) {
-            t->last_ev[0] = report_at(&t->hist, i, H_EVTR);
-            t->last_ev[1] = report_at(&t->hist, i, H_EVVA);
-            t->last_ev_step = t->r.step - t->hist.n + i + 1;
-            break;
-        }
+    csv->on_fail = train_loop_log_failed;
+    csv->ctx = &t->loop;
 }
 
 static void print_header(const trainer *t)
@@ -383,173 +363,93 @@ static int setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     return 0;
 }
 
-/* ---- the command: the loop ------------------------------------------------------------- */
+/* ---- the command: the loop's hooks (trainer.h) ------------------------------------------ */
 
-/* One training step on this rank's slice of the batch: the loss (of the whole batch), the
- * gradient norm before clipping, the learning rate used. Returns 0, or the exit status of
- * a non-finite loss or gradient (said on stderr). */
-static int train_step(trainer *t, const mha_lr_schedule *sched, int tty, double *loss,
-                      double *gn, double *lr)
+/* The step's B windows, the same on every rank; this rank's slice of them forward: the
+ * loss of the whole batch, its tokens as the work, its model FLOPs. */
+static void forward(void *ctx, double *loss, double *work, double *flops)
 {
+    trainer *t = ctx;
     const gpt_run_config *c = &t->cfg;
-    const size_t B = c->batch, T = c->context, nr = (size_t)dist_size();
-    const double share = (double)t->b_count / (double)B; /* exactly 1 with one rank */
+    const size_t B = c->batch, T = c->context;
     char err[256];
-    *gn = *lr = 0;
-    /* the step's B windows, the same on every rank; this rank trains on its slice */
     cli_check(text_batch(t->ids[0], t->len[0], B, T, &t->rng, t->tok, t->tgt, err, sizeof err),
               "training batch");
     cli_check(mha_gpt_zero_grad(t->r.g), "zero_grad");
     cli_check(mha_gpt_forward(t->r.g, 1, t->b_count, T, t->tok + t->b_first * T,
                               t->tgt + t->b_first * T, loss), "forward");
-    if (nr > 1) {
-        *loss *= share; /* the global batch's mean: Σ_r share_r · mean_r */
+    if (dist_size() > 1) {
+        *loss *= (double)t->b_count / (double)B; /* the global batch's mean: Σ_r share_r ·
+                                                     mean_r */
         dist_sum(loss, 1);
     }
-    if (!isfinite(*loss))
-        return gpt_stop_nonfinite(t, tty, "the training loss", t->last_ckpt);
-    dist_grads_begin(t->dg, share);
+    *work = (double)(B * T);
+    *flops = t->clk.flops_step;
+}
+
+/* Backward of this rank's slice; the gradients summed across ranks by their shares. */
+static void backward(void *ctx)
+{
+    trainer *t = ctx;
+    dist_grads_begin(t->dg, (double)t->b_count / (double)t->cfg.batch); /* 1 with one rank */
     cli_check(mha_gpt_backward(t->r.g), "backward");
     dist_grads_finish(t->dg);
-    int st = mha_optim_clip_grad_norm(t->r.opt, c->clip, gn);
-    if (st == MHA_OK)
-        st = mha_lr_at(sched, t->r.step, lr);
-    if (st == MHA_OK)
-        st = mha_optim_step(t->r.opt, *lr);
-    if (st == MHA_ENONFINITE)
-        return gpt_stop_nonfinite(t, tty, "a gradient", t->last_ckpt);
-    cli_check(st, "optimizer step");
-    t->r.step++;
-    return 0;
 }
 
-/* The evaluation of both splits into row[H_EVTR], row[H_EVVA] (and last_ev). Returns 0 or
- * the exit status of a non-finite loss. */
-static int evaluate_now(trainer *t, report_progress *prog, double *row)
+/* Every rank saves (gpt_save_checkpoint: rank 0 writes); the best is a whole checkpoint. */
+static void save(void *ctx, const char *path, int kind)
 {
-    const double te = report_now();
-    if (prog->tty)
-        report_progress_show(prog, "  step %llu/%llu  evaluating (%zu batches per split)...",
-                             (unsigned long long)t->r.step, (unsigned long long)t->cfg.steps,
-                             t->cfg.eval_batches);
-    int stopped = 0;
-    const double tr = evaluate(t, 0, &stopped), va = stopped ? NAN : evaluate(t, 1, &stopped);
-    if (stopped) { /* no evaluation at this step: the loop saves a checkpoint and stops */
-        t->clk.eval_s += report_now() - te;
-        return 0;
-    }
-    row[H_EVTR] = t->last_ev[0] = tr;
-    row[H_EVVA] = t->last_ev[1] = va;
-    t->last_ev_step = t->r.step;
-    t->clk.eval_s += report_now() - te;
-    t->clk.n_eval++;
-    if (!isfinite(row[H_EVTR]) || !isfinite(row[H_EVVA]))
-        return gpt_stop_nonfinite(t, prog->tty, "the evaluation loss", t->last_ckpt);
-    return 0;
+    (void)kind;
+    trainer *t = ctx;
+    if (gpt_save_checkpoint(t, path) != MHA_OK)
+        train_loop_save_failed(&t->loop);
 }
 
-/* The best checkpoint after a better validation loss, the latest every --ckpt-every. */
-static void save_due(trainer *t, int eval_now, const double *row, uint64_t end)
+/* The progress line's validation loss: "val 1.2345", "val -" before any. */
+static void describe(void *ctx, const double *last, char *buf, size_t cap)
+{
+    (void)ctx;
+    if (isfinite(last[H_EVVA]))
+        snprintf(buf, cap, "val %.4f", last[H_EVVA]);
+    else
+        snprintf(buf, cap, "val -");
+}
+
+/* The trainer, set for this run (after setup). */
+static void loop_setup(trainer *t, report_csv *csv, report_progress *prog)
 {
     const gpt_run_config *c = &t->cfg;
-    if (eval_now && row[H_EVVA] < t->r.best_val) {
-        t->r.best_val = row[H_EVVA];
-        t->r.best_step = t->r.step;
-        if (gpt_save_checkpoint(t, t->best_path) != MHA_OK)
-            gpt_save_failed(t);
-    }
-    if (c->ckpt_every && t->r.step % c->ckpt_every == 0 && t->r.step != end) {
-        if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
-            gpt_save_failed(t);
-        t->last_ckpt = t->ckpt_path;
-    }
-}
-
-/* The progress line: the step's losses, the speed of the training steps since the last
- * line (ms a step, tokens/s, MFU; evaluations excluded), the time spent and left. */
-static void show_progress(trainer *t, report_progress *prog, int eval_now, double loss,
-                          double lr, uint64_t step0, uint64_t end)
-{
-    const gpt_run_config *c = &t->cfg;
-    loop_clock *k = &t->clk;
-    if (!eval_now && !(prog->tty && report_progress_due(prog, t->r.step == end)))
-        return;
-    /* time left: the remaining steps at this process's training speed and the remaining
-     * evaluations at their measured mean cost (before the first: 2 · eval-batches
-     * forwards, each a third of a training step) */
-    const double done = (double)(t->r.step - step0), train_s = k->train_s;
-    const double per_eval = k->n_eval ? k->eval_s / (double)k->n_eval
-                                      : train_s / done / 3 * 2 * (double)c->eval_batches;
-    char left[32], els[32], val[32] = "-", mfu[32] = "";
-    report_duration((double)(end - t->r.step) * train_s / done +
-                        (double)evals_between(c, t->r.step, end) * per_eval,
-                    left, sizeof left);
-    report_duration(t->elapsed0 + report_now() - t->t_start, els, sizeof els);
-    if (isfinite(t->last_ev[1]))
-        snprintf(val, sizeof val, "%.4f", t->last_ev[1]);
-    const double ms = k->win_steps ? 1e3 * k->win_s / (double)k->win_steps : 0;
-    if (ms > 0 && k->peak > 0)
-        snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * k->flops_step / (ms * 1e-3) /
-                                                      (k->peak * 1e9));
-    /* the most wanted first: a terminal narrower than the line cuts its end */
-    report_progress_show(prog, "%sstep %llu/%llu  loss %.4f  val %s  lr %.2e  %.1f ms/step%s  "
-                         "left %s  elapsed %s  %.0f tok/s", prog->tty ? "  " : "",
-                         (unsigned long long)t->r.step, (unsigned long long)c->steps, loss,
-                         val, lr, ms, mfu, left, els,
-                         ms > 0 ? (double)(c->batch * c->context) / (ms * 1e-3) : 0);
-    k->win_s = 0;
-    k->win_steps = 0;
-    if (eval_now)
-        report_progress_end(prog); /* each evaluation keeps its line on a terminal */
-}
-
-/* Train from the current step to `end` (--steps, or --stop-after, or a stop signal).
- * Returns 0, or the exit status of a non-finite value. */
-static int train_loop(trainer *t, report_csv *csv, report_progress *prog, uint64_t end)
-{
-    const gpt_run_config *c = &t->cfg;
-    const mha_lr_schedule sched = {.base_lr = c->lr, .min_lr = c->min_lr,
-                                   .warmup_steps = c->warmup, .total_steps = c->steps};
-    const uint64_t step0 = t->r.step;
-    const double tokens = (double)(c->batch * c->context);
-    loop_clock *k = &t->clk;
-    const double t_loop = report_now();
-    while (t->r.step < end) {
-        double loss, gn, lr;
-        const double ts = report_now();
-        int rc = train_step(t, &sched, prog->tty, &loss, &gn, &lr);
-        if (rc)
-            return rc;
-        const double step_s = report_now() - ts;
-        k->train_s += step_s;
-        k->win_s += step_s;
-        k->win_steps++;
-        /* An update can still overflow for an absurd --lr: the next forward's loss shows
-         * it; checkpoints are checked before they are written (a full scan per step
-         * would cost ~1 ms of a ~20 ms step). */
-        const int save_now = (c->ckpt_every && t->r.step % c->ckpt_every == 0 &&
-                              t->r.step != end) || t->r.step == end;
-        const int eval_now = t->r.step % c->eval_every == 0 || t->r.step == c->steps;
-        if ((save_now || eval_now) && !params_finite(&t->r))
-            return gpt_stop_nonfinite(t, prog->tty, "a parameter or AdamW moment after the update",
-                                  t->last_ckpt);
-        double row[H_COLS] = {loss, lr, gn, NAN, NAN, NAN, tokens / step_s};
-        if (eval_now && (rc = evaluate_now(t, prog, row)) != 0)
-            return rc;
-        row[H_TIME] = t->elapsed0 + report_now() - t->t_start;
-        report_history_push(&t->hist, row);
-        if (t->rank0)
-            report_csv_row(csv, t->r.step, row, H_COLS);
-        save_due(t, eval_now, row, end);
-        show_progress(t, prog, eval_now, loss, lr, step0, end);
-        if ((t->stop_sig = dist_max(report_stop_signal())) != 0)
-            break; /* finish as at --stop-after (every rank at this step, each to exit with
-                      128 + the signal); a second signal ends the process */
-    }
-    t->loop_s = report_now() - t_loop; /* the loop, evaluations included */
-    t->eval_s = k->eval_s;
-    t->loop_steps = t->r.step - step0;
-    return 0;
+    train_loop *L = &t->loop;
+    L->h = (train_hooks){t, forward, backward, evaluate_both, save, describe, dist_max};
+    L->opt = t->r.opt;
+    L->sched = (mha_lr_schedule){.base_lr = c->lr, .min_lr = c->min_lr,
+                                 .warmup_steps = c->warmup, .total_steps = c->steps};
+    L->clip = c->clip;
+    L->pt = t->r.pt;
+    L->n_pt = t->r.n_pt;
+    L->step = &t->r.step;
+    L->steps = c->steps;
+    L->end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
+    L->eval_every = c->eval_every;
+    L->eval_cost = 2 * (double)c->eval_batches / 3; /* forwards of both splits' batches */
+    L->n_cols = 2;
+    L->best_col = H_EVVA;
+    L->best = &t->r.best_val;
+    L->best_step = &t->r.best_step;
+    L->ckpt_every = c->ckpt_every;
+    L->out = c->out;
+    L->ckpt_path = t->ckpt_path;
+    L->best_path = t->best_path;
+    L->unit = "tok";
+    snprintf(t->eval_what, sizeof t->eval_what, " (%zu batches per split)", c->eval_batches);
+    L->eval_what = t->eval_what;
+    L->peak = t->clk.peak;
+    L->elapsed0 = t->elapsed0;
+    L->t_start = t->t_start;
+    L->rank0 = t->rank0;
+    L->hist = &t->hist;
+    L->csv = csv;
+    L->prog = prog;
 }
 
 int gpt_train_main(int argc, char **argv, int first)
@@ -557,27 +457,26 @@ int gpt_train_main(int argc, char **argv, int first)
     static trainer tr; /* static: zeroed, and large path buffers off the stack */
     trainer *t = &tr;
     t->t_start = report_now();
+    train_loop_init(&t->loop);
     report_csv csv = {0};
     if (setup(t, argc, argv, first, &csv)) {
         trainer_free(t);
         return 0; /* a finished run: nothing to do */
     }
     const gpt_run_config *c = &t->cfg;
-    const uint64_t end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
     report_progress prog;
     report_progress_start(&prog);
     report_progress_mode(&prog, c->progress, dist_with_mpi());
-    const int rc = train_loop(t, &csv, &prog, end);
+    loop_setup(t, &csv, &prog);
+    const int rc = train_loop_run(&t->loop);
     if (rc)
         return rc;
     report_progress_end(&prog);
-    if (t->rank0)
-        report_csv_close(&csv);
-    if (gpt_save_checkpoint(t, t->ckpt_path) != MHA_OK)
-        gpt_save_failed(t);
+    train_loop_close(&t->loop);
     const int completed = t->r.step == c->steps;
-    const double tok_s = t->loop_s > 0 ? (double)(t->loop_steps * c->batch * c->context) /
-                                             t->loop_s : 0;
+    const train_loop *L = &t->loop;
+    const double tok_s = L->loop_s > 0 ? (double)(L->steps_done * c->batch * c->context) /
+                                             L->loop_s : 0;
     const int sig = report_stop_signal();
     if (t->rank0) /* rank 0 writes the files; the others exit after it (mpirun ends the job
                      when a rank exits non-zero, as after a signal) */
@@ -586,5 +485,5 @@ int gpt_train_main(int argc, char **argv, int first)
     dist_barrier();
     /* 128 + the signal, on every rank (that of a rank which got none too): mpirun passes
      * the first non-zero status on, so the job's is the signal's as for one process */
-    return t->stop_sig ? 128 + t->stop_sig : 0;
+    return t->loop.stop_sig ? 128 + t->loop.stop_sig : 0;
 }

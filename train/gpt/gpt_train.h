@@ -1,6 +1,6 @@
 /*
  * mha-gpt train's state (the trainer), shared by the command (train/gpt/gpt_train.c: setup, the
- * loop, evaluation) and its files (train/gpt/gpt_train_io.c: checkpoints, pictures, summary).
+ * model's half of the loop of train/common/trainer.h, evaluation) and its files (train/gpt/gpt_train_io.c: checkpoints, pictures, summary).
  * Private to those two files.
  */
 #ifndef TRAIN_GPT_TRAIN_H
@@ -14,19 +14,15 @@
 #include "gpt_prog.h"
 #include "report.h"
 #include "rundir.h"
+#include "trainer.h"
 
-/* History columns (one row per completed step). */
+/* History columns (one row per completed step, trainer.h's layout). */
 enum { H_LOSS, H_LR, H_GN, H_EVTR, H_EVVA, H_TIME, H_TOKS, H_COLS };
 /* H_TIME: seconds since the run started (earlier processes of a resumed run included);
  * H_TOKS: the step's tokens per second (the batch's tokens over the step's time). */
 
-/* This process's clock of the training loop. */
+/* The speed's measures besides the loop's own (trainer.h). */
 typedef struct loop_clock {
-    double train_s;            /* seconds of training steps (evaluations excluded)   */
-    double eval_s;             /* seconds of evaluations, and how many               */
-    unsigned long n_eval;
-    double win_s;              /* training seconds and steps since the last line shown */
-    uint64_t win_steps;
     double flops_step;         /* model FLOPs of one step of the whole batch           */
     double peak;               /* GFLOP/s, the MFU's denominator (0: none): the peak's      */
     peak_best peak_src;        /* measured now (every rank's, summed) or kept (one process) */
@@ -43,8 +39,6 @@ typedef struct trainer {
     int32_t *tok, *tgt;        /* one batch [B, T]                                 */
     mha_pcg32 rng;             /* training batches                                  */
     report_history hist;
-    double last_ev[2];         /* the last evaluation (NaN before any)              */
-    uint64_t last_ev_step;     /* its step                                          */
     double elapsed0;           /* seconds of earlier processes of a resumed run      */
     double t_start;            /* report_now() when this process started            */
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
@@ -54,17 +48,14 @@ typedef struct trainer {
     size_t ck_vocab_n;         /* and the size of its vocabulary                        */
     size_t n_params;
     loop_clock clk;
-    int stop_sig;              /* the signal (SIGINT or SIGTERM) a rank got, 0 if none  */
+    train_loop loop;           /* the loop (trainer.h): its clocks, last evaluation, stop */
+    char eval_what[64];        /* the progress line's " (N batches per split)"          */
     char run_id[RUNDIR_ID_CAP]; /* this run's (rundir.h), kept across --resume           */
-    const char *last_ckpt;     /* the last checkpoint resumed from or written (NULL: none) */
     /* data parallelism (train/common/dist.h); one rank: rank0 1, b_first 0, b_count B */
     int rank0;                 /* this process writes files and prints             */
     size_t b_first, b_count;   /* this rank's windows [b_first, +b_count) of a batch */
     size_t cap_b;              /* most windows a rank runs at once: ⌈B / ranks⌉     */
     dist_grads *dg;            /* sums the gradients across ranks                   */
-    /* this process's training loop: its seconds, those of its evaluations, its steps */
-    double loop_s, eval_s;
-    uint64_t loop_steps;
 } trainer;
 
 /* ---- checkpoints (train/gpt/gpt_train_io.c) ---- */
@@ -86,18 +77,6 @@ size_t gpt_write_attention_svgs(trainer *t);
 /* summary.json. */
 void gpt_write_summary(const trainer *t, const char *path, double wall, double tok_s,
                        int completed, const char *sample, size_t n_params);
-
-/* ---- failures (train/gpt/gpt_train_io.c) ---- */
-
-/* A non-finite `what` at the next step: say so (rank 0) and whether the last checkpoint
- * (last_ckpt, NULL: none) is intact; returns CLI_EXIT_NONFINITE for the caller to exit
- * with. tty: a live progress line is open (a newline first). */
-int gpt_stop_nonfinite(const trainer *t, int tty, const char *what, const char *last_ckpt);
-/* For report_csv's on_fail: say whether the last checkpoint is intact. */
-void gpt_log_failed(void *ctx);
-/* A checkpoint could not be saved (said already): say whether the last one is intact,
- * exit 1. */
-void gpt_save_failed(const trainer *t) __attribute__((noreturn));
 
 /* Rank 0 at the end of a run (completed, or stopped: by signal sig, by another rank's
  * signal, or at --stop-after): pictures, the sample, summary.json, and what was written

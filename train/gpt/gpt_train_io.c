@@ -1,8 +1,7 @@
 /*
  * mha-gpt train's files (train/gpt/gpt_train.h): checkpoints — written atomically by rank 0,
- * read and checked before use, the training state shared from rank 0 —, what is said
- * when a run must stop (is the last checkpoint intact?), and the end of a run: pictures,
- * sample and summary.
+ * read and checked before use, the training state shared from rank 0 — and the end of a
+ * run: pictures, sample and summary.
  */
 #include <math.h>
 #include <stdio.h>
@@ -259,26 +258,26 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
     cJSON_AddStringToObject(root, "program", "mha-gpt train");
     cJSON_AddNumberToObject(root, "steps", (double)t->r.step);
     cJSON_AddBoolToObject(root, "completed", completed);
-    cJSON_AddNumberToObject(root, "train_loss", t->last_ev[0]);
-    cJSON_AddNumberToObject(root, "val_loss", t->last_ev[1]);
-    cJSON_AddNumberToObject(root, "eval_step", (double)t->last_ev_step); /* of both losses */
+    cJSON_AddNumberToObject(root, "train_loss", t->loop.last[H_EVTR]);
+    cJSON_AddNumberToObject(root, "val_loss", t->loop.last[H_EVVA]);
+    cJSON_AddNumberToObject(root, "eval_step", (double)t->loop.last_eval_step); /* of both */
     cJSON_AddNumberToObject(root, "best_val_loss", t->r.best_val);
     cJSON_AddNumberToObject(root, "best_val_step", (double)t->r.best_step);
     cJSON_AddNumberToObject(root, "wall_seconds", wall);
     cJSON_AddNumberToObject(root, "tokens_per_second", tok_s);
     /* this process: its evaluations' seconds, and the mean milliseconds of its training
      * steps without them (logging and checkpoints included) */
-    cJSON_AddNumberToObject(root, "eval_seconds", t->eval_s);
-    cJSON_AddNumberToObject(root, "step_ms", t->loop_steps ? 1e3 * (t->loop_s - t->eval_s) /
-                                                                 (double)t->loop_steps
+    const train_loop *L = &t->loop;
+    cJSON_AddNumberToObject(root, "eval_seconds", L->eval_s);
+    cJSON_AddNumberToObject(root, "step_ms", L->steps_done ? 1e3 * (L->loop_s - L->eval_s) /
+                                                                 (double)L->steps_done
                                                            : 0.0);
     /* the model FLOPs of the training steps over their time, as a share of the measured
      * peak of every rank (gpt_train.c's step_flops and peak.h) */
-    if (t->clk.peak > 0 && t->clk.train_s > 0) {
+    if (t->clk.peak > 0 && L->train_s > 0) {
         cJSON_AddNumberToObject(root, "peak_gflops", t->clk.peak);
         cJSON_AddNumberToObject(root, "peak_gflops_measured", t->clk.peak_src.measured);
-        cJSON_AddNumberToObject(root, "mfu", t->clk.flops_step * (double)t->loop_steps /
-                                                 t->clk.train_s / (t->clk.peak * 1e9));
+        cJSON_AddNumberToObject(root, "mfu", L->flops / L->train_s / (t->clk.peak * 1e9));
     }
     cJSON_AddNumberToObject(root, "parameters", (double)n_params);
     double wait = 0;
@@ -304,42 +303,6 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
     report_write_json(root, path, 1);
 }
 
-/* ---- failures: what is left ---- */
-
-/* last_ckpt: the last checkpoint this run resumed from or wrote, NULL if none. Every rank
- * stops at the same step: the losses and gradients tested are sums across ranks. */
-int gpt_stop_nonfinite(const trainer *t, int tty, const char *what, const char *last_ckpt)
-{
-    if (!t->rank0)
-        return CLI_EXIT_NONFINITE; /* every rank sees the same sums; rank 0 says it */
-    fprintf(stderr, "%s%s: stopped at step %llu: %s is non-finite (NaN or inf); try a smaller "
-            "--lr or --clip. ", tty ? "\n" : "", cli_program(),
-            (unsigned long long)t->r.step + 1, what);
-    if (last_ckpt)
-        fprintf(stderr, "The last checkpoint (%s) is intact.\n", last_ckpt);
-    else
-        fprintf(stderr, "No checkpoint was written (--ckpt-every %llu).\n",
-                (unsigned long long)t->cfg.ckpt_every);
-    return CLI_EXIT_NONFINITE;
-}
-
-/* The log could not be written (report_csv_row has said so): say whether the last
- * checkpoint is intact before the exit. */
-void gpt_log_failed(void *ctx)
-{
-    const trainer *t = ctx;
-    report_last_checkpoint(t->last_ckpt);
-}
-
-/* A checkpoint could not be saved (gpt_save_checkpoint has said why; the file it was to
- * replace is untouched): say whether the last one is intact, exit 1. */
-void gpt_save_failed(const trainer *t)
-{
-    fprintf(stderr, "%s: stopping: the checkpoint could not be saved\n", cli_program());
-    report_last_checkpoint(t->last_ckpt);
-    exit(CLI_EXIT_RUNTIME);
-}
-
 /* ---- the end of a run ---- */
 
 void gpt_finish_run(trainer *t, double tok_s, int completed, int sig)
@@ -352,12 +315,12 @@ void gpt_finish_run(trainer *t, double tok_s, int completed, int sig)
     if (!completed)
         printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
                (unsigned long long)t->r.step, (unsigned long long)c->steps,
-               sig ? report_signal_name(sig) : t->stop_sig ? "a signal to another rank"
+               sig ? report_signal_name(sig) : t->loop.stop_sig ? "a signal to another rank"
                                                           : "--stop-after", t->ckpt_path);
-    if (isfinite(t->last_ev[1]))
+    if (isfinite(t->loop.last[H_EVVA]))
         printf("validation loss %.4f, training %.4f (evaluated at step %llu; best validation "
-               "%.4f at step %llu)  %.0f tokens/s with the evaluations\n", t->last_ev[1],
-               t->last_ev[0], (unsigned long long)t->last_ev_step, t->r.best_val,
+               "%.4f at step %llu)  %.0f tokens/s with the evaluations\n", t->loop.last[H_EVVA],
+               t->loop.last[H_EVTR], (unsigned long long)t->loop.last_eval_step, t->r.best_val,
                (unsigned long long)t->r.best_step, tok_s);
     if (c->sample_chars > 0) {
         const int32_t nl = 0; /* start from the first symbol (the newline in most texts) */

@@ -71,6 +71,70 @@ int save_checkpoint(run_state *rs, const char *path)
  * always (an explicitly given option that differs is refused: exit 2 with both values),
  * fields with ckpt == 2 unless given on the command line. Any unreadable, corrupt or
  * foreign file is refused with mha_st_load's message (exit 2). */
+/* The checkpoint's completed steps, with its optimizer step and batch generator, each
+ * named and checked (exit 2): before a model is built, so that a finished run or a corrupt
+ * state is told as such. made_steps: the --steps it was made with. */
+static uint64_t read_step(const mha_st_file *f, const char *prefix, uint64_t made_steps)
+{
+    char err[2 * CLI_PATH_CAP] = "";
+    const void *d;
+    const size_t two = 2;
+    uint64_t step, optim_t, rng[2];
+    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    memcpy(&step, d, sizeof step);
+    if (mha_st_get(f, "optimizer.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    memcpy(&optim_t, d, sizeof optim_t);
+    if (mha_st_get(f, "data.rng", MHA_ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    memcpy(rng, d, sizeof rng);
+    /* every completed step made exactly one optimizer step */
+    if (optim_t != step)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
+                "train.step %llu (every step is one optimizer step)", prefix,
+                (unsigned long long)optim_t, (unsigned long long)step);
+    if (step > made_steps)
+        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
+                "%llu it was made with", prefix, (unsigned long long)step,
+                (unsigned long long)made_steps);
+    if ((rng[1] & 1u) == 0)
+        cli_die(CLI_EXIT_USAGE, "%s: bad data.rng state: the PCG32 increment %llu is even "
+                "(a generator's increment is always odd); the file is corrupt", prefix,
+                (unsigned long long)rng[1]);
+    return step;
+}
+
+/* The parameter tensors must have the shapes of cfg before a model of that config is
+ * allocated: a corrupt value (say seq-len 4096) is refused as a mismatch here (exit 2), not
+ * by an allocation failure (exit 1) or after gigabytes of model. */
+static void check_shapes(const mha_st_file *f, const run_config *cfg, const char *prefix)
+{
+    char err[2 * CLI_PATH_CAP] = "";
+    task_spec spec = {.kind = (task_kind)cfg->task, .n = cfg->seq_len, .vocab = cfg->vocab,
+                      .pairs = cfg->pairs};
+    tm_config mc = {.model_dim = cfg->model_dim, .num_heads = cfg->heads, .layers = cfg->layers};
+    if (task_model_shape(&spec, &mc) != MHA_OK) /* refused by main's checks */
+        return;
+    for (size_t gi = 0; gi <= mc.layers; gi++) {
+        for (size_t k = 0; k < (gi == 0 ? TM_NUM_OWN_TENSORS : MHA_NUM_TENSORS); k++) {
+            mha_tensor_info ti;
+            char name[96];
+            if ((gi == 0 ? tm_tensor_info_at(&mc, k, &ti)
+                         : mha_tensor_info_at(mc.model_dim, k, &ti)) != MHA_OK ||
+                ti.numel == 0)
+                continue;
+            if (gi == 0)
+                snprintf(name, sizeof name, "%s", ti.name);
+            else
+                snprintf(name, sizeof name, "layers.%zu.%s", gi - 1, ti.name);
+            if (mha_st_get(f, name, MHA_ST_F32, ti.ndim, ti.shape, NULL, err, sizeof err) !=
+                MHA_OK)
+                cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+        }
+    }
+}
+
 void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
                    resume_info *info)
 {
@@ -102,61 +166,11 @@ void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
             cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds = \"%.64s\" is not a "
                     "duration in seconds", prefix, me);
     }
-    /* the step counters and the batch generator, each named: checked before a model is
-     * built, so that a finished run or a corrupt state is told as such */
-    const void *d;
-    const size_t two = 2;
-    uint64_t step, optim_t, rng[2];
-    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
-    memcpy(&step, d, sizeof step);
-    if (mha_st_get(f, "optimizer.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
-    memcpy(&optim_t, d, sizeof optim_t);
-    if (mha_st_get(f, "data.rng", MHA_ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
-    memcpy(rng, d, sizeof rng);
-    /* every completed step made exactly one optimizer step */
-    if (optim_t != step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
-                "train.step %llu (every step is one optimizer step)", prefix,
-                (unsigned long long)optim_t, (unsigned long long)step);
-    if (step > made.steps)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
-                "%llu it was made with", prefix, (unsigned long long)step,
-                (unsigned long long)made.steps);
-    if ((rng[1] & 1u) == 0)
-        cli_die(CLI_EXIT_USAGE, "%s: bad data.rng state: the PCG32 increment %llu is even "
-                "(a generator's increment is always odd); the file is corrupt", prefix,
-                (unsigned long long)rng[1]);
-    info->step = step;
+    info->step = read_step(f, prefix, made.steps);
     if (ckpt_config_from_meta(f, path, prefix, CKPT_FORMAT, TRAIN_OPTS, TRAIN_N_OPTS, explicit_opt, cfg,
                               sizeof *cfg, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s", err);
-    /* the parameter tensors must have the shapes of this config before a model of that
-     * config is allocated: a corrupt value (say seq-len 4096) is refused as a mismatch
-     * here, not by an allocation failure (exit 1) or after gigabytes of model */
-    task_spec spec = {.kind = (task_kind)cfg->task, .n = cfg->seq_len, .vocab = cfg->vocab,
-                      .pairs = cfg->pairs};
-    tm_config mc = {.model_dim = cfg->model_dim, .num_heads = cfg->heads, .layers = cfg->layers};
-    if (task_model_shape(&spec, &mc) == MHA_OK) /* otherwise refused by main's checks */
-        for (size_t gi = 0; gi <= mc.layers; gi++) {
-            for (size_t k = 0; k < (gi == 0 ? TM_NUM_OWN_TENSORS : MHA_NUM_TENSORS); k++) {
-                mha_tensor_info ti;
-                char name[96];
-                if ((gi == 0 ? tm_tensor_info_at(&mc, k, &ti)
-                             : mha_tensor_info_at(mc.model_dim, k, &ti)) != MHA_OK ||
-                    ti.numel == 0)
-                    continue;
-                if (gi == 0)
-                    snprintf(name, sizeof name, "%s", ti.name);
-                else
-                    snprintf(name, sizeof name, "layers.%zu.%s", gi - 1, ti.name);
-                if (mha_st_get(f, name, MHA_ST_F32, ti.ndim, ti.shape, NULL, err, sizeof err) !=
-                    MHA_OK)
-                    cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
-            }
-        }
+    check_shapes(f, cfg, prefix);
     mha_st_free(f);
 }
 
@@ -366,13 +380,13 @@ void write_summary(const run_state *rs, const char *path, double wall, double to
     cJSON_AddNumberToObject(root, "wall_seconds", wall);
     /* this process's training steps (evaluations excluded): their mean time, and their
      * model FLOPs over that time as a share of the measured peak (toy_train.c) */
-    if (rs->train_steps > 0 && rs->train_s > 0) {
-        cJSON_AddNumberToObject(root, "step_ms", 1e3 * rs->train_s / (double)rs->train_steps);
+    const train_loop *L = &rs->loop;
+    if (L->steps_done > 0 && L->train_s > 0) {
+        cJSON_AddNumberToObject(root, "step_ms", 1e3 * L->train_s / (double)L->steps_done);
         if (rs->peak > 0) {
             cJSON_AddNumberToObject(root, "peak_gflops", rs->peak);
             cJSON_AddNumberToObject(root, "peak_gflops_measured", rs->peak_src.measured);
-            cJSON_AddNumberToObject(root, "mfu", rs->flops_step * (double)rs->train_steps /
-                                                     rs->train_s / (rs->peak * 1e9));
+            cJSON_AddNumberToObject(root, "mfu", L->flops / L->train_s / (rs->peak * 1e9));
         }
     }
     cJSON_AddNumberToObject(root, "token_accuracy", tok);

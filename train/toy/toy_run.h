@@ -3,7 +3,8 @@
  *   toy_main.c     main: the steps below in order
  *   toy_options.c  the option table, defaults, --help, reading the command line
  *   toy_setup.c    checks and memory plan, the model, the optimizer, the tensor table
- *   toy_train.c    the training loop, evaluation, the progress line, the end of a run
+ *   toy_train.c    the model's half of the training loop (train/common/trainer.h),
+ *                  evaluation, the end of a run
  *   toy_io.c       checkpoints, pictures, summary.json, example.json
  */
 #ifndef TRAIN_TOY_RUN_H
@@ -21,6 +22,7 @@
 #include "rundir.h"
 #include "toy_model.h"
 #include "toy_tasks.h"
+#include "trainer.h"
 
 #define CKPT_FORMAT "mha-train/1"
 
@@ -66,7 +68,7 @@ extern const size_t TRAIN_N_OPTS;
 /* --optimizer's names, by mha_optim_kind. */
 extern const char *const TOY_OPTIM_NAMES[];
 
-/* History columns (one row per completed step). */
+/* History columns (one row per completed step, trainer.h's layout). */
 enum { H_LOSS, H_LR, H_GN, H_TOK, H_SEQ, H_TIME, H_TOKS, H_COLS };
 /* H_TIME: seconds since the run started (earlier processes of a resumed run included);
  * H_TOKS: the step's tokens per second (the batch's query positions over its time). */
@@ -87,12 +89,12 @@ typedef struct run_state {
                             checkpoint metadata "elapsed_seconds"; 0 for a new run)   */
     double t_start;      /* report_now() when this process started                    */
     int n_threads;       /* the threads it runs on (--threads, 0 resolved)             */
-    /* this process's training steps (evaluations excluded), for summary.json: their
-     * seconds and number, the model FLOPs of one, the MFU's denominator in GFLOP/s (0:
-     * none) and where it came from (peak.h: measured now or kept from an earlier run) */
-    double train_s, flops_step, peak;
+    /* the model FLOPs of one training step, the MFU's denominator in GFLOP/s (0: none)
+     * and where it came from (peak.h: measured now or kept from an earlier run) */
+    double flops_step, peak;
     peak_best peak_src;
-    uint64_t train_steps;
+    train_loop loop;     /* the training loop (trainer.h): this process's steps and their
+                            seconds (evaluations excluded), for summary.json            */
     report_history hist; /* loss, lr, grad norm, held-out token and sequence accuracy
                             (NaN unless evaluated), time, tokens/s; init: the evaluation
                             before step 1                                             */
@@ -123,8 +125,6 @@ int toy_configure(int argc, char **argv, run_config *cfg, resume_info *ri, int *
  * number of parameters. Free with toy_run_free. */
 size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, double t_start,
                  int n_threads);
-/* 1 if every parameter and optimizer moment is finite. */
-int toy_params_finite(const run_state *rs);
 void toy_run_free(run_state *rs);
 
 /* ---- toy_train.c ------------------------------------------------------------------ */

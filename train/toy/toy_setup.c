@@ -139,21 +139,6 @@ static void setup_tensors(run_state *rs)
     }
 }
 
-/* 1 if every parameter and optimizer moment is finite (checked after each update, so
- * that no checkpoint ever holds a non-finite value: load_checkpoint refuses those; the
- * moments are stored as float, so a finite double moment can still round to inf). */
-int toy_params_finite(const run_state *rs)
-{
-    for (size_t i = 0; i < rs->n_pt; i++) {
-        const ckpt_tensor *t = &rs->pt[i];
-        for (size_t k = 0; k < t->numel; k++)
-            if (!isfinite(t->p[k]) || (t->m && !isfinite(t->m[k])) ||
-                (t->v && !isfinite(t->v[k])))
-                return 0;
-    }
-    return 1;
-}
-
 size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, double t_start,
                  int n_threads)
 {
@@ -173,17 +158,9 @@ size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, do
                       cfg->seq_len, cfg->vocab, cfg->pairs);
     check_splits(&rs->spec);
     rs->eval_chunk = plan_memory(cfg, &rs->mcfg);
-    cli_prepare_out_dir(cfg->out); /* exit 2 before the model is built */
     /* one run per directory: no other process in it, no other run's checkpoint; the run's
      * id is its checkpoint's (one from before run ids gets a new one) */
-    if (ri->run_id[0])
-        snprintf(rs->run_id, sizeof rs->run_id, "%s", ri->run_id);
-    else
-        rundir_new_id(rs->run_id);
-    static const char *const files[] = {"checkpoint.safetensors"};
-    rundir_lock(cfg->out);
-    rundir_claim(cfg->out, files, 1, cfg->resume[0] ? cfg->resume : NULL,
-                 ri->run_id[0] ? ri->run_id : NULL, cfg->force);
+    rundir_start(cfg->out, cfg->resume, ri->run_id, cfg->force, 1, rs->run_id);
     report_history_init(&rs->hist, H_COLS);
     openblas_set_num_threads(n_threads);
 

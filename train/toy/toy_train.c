@@ -50,81 +50,28 @@ static void evaluate(run_state *rs, const task_buffer *ev, double *tok, double *
     *loss = lsum / (double)rs->cfg.eval_size;
 }
 
-/* ---- the schedule of evaluations and the time left ------------------------------------- */
-
-/* 1 if step s (1-based, after its update) evaluates: every --eval-every steps, 4 times as
- * often during the first --eval-every steps (where accuracy changes fastest), and at the
- * last step --steps. */
-static int is_eval_step(const run_config *c, uint64_t s)
-{
-    const uint64_t early = c->eval_every >= 4 ? c->eval_every / 4 : 1;
-    return s % c->eval_every == 0 || s == c->steps || (s < c->eval_every && s % early == 0);
-}
-
-/* Evaluation steps in (from, to]. */
-static uint64_t evals_between(const run_config *c, uint64_t from, uint64_t to)
-{
-    if (to <= from)
-        return 0;
-    const uint64_t early = c->eval_every >= 4 ? c->eval_every / 4 : 1;
-    uint64_t n = to / c->eval_every - from / c->eval_every; /* multiples of eval_every */
-    const uint64_t lim = to < c->eval_every - 1 ? to : c->eval_every - 1; /* early ones */
-    if (lim > from)
-        n += lim / early - from / early;
-    if (to == c->steps && c->steps % c->eval_every != 0 &&
-        !(c->steps < c->eval_every && c->steps % early == 0))
-        n++; /* the last step */
-    return n;
-}
-
-/* Seconds left to --steps (or the stop step `end`): the remaining steps at the training
- * speed this process measured (done steps over train_s seconds, evaluation excluded), the
- * remaining evaluations at their measured mean cost (n_eval of them took eval_s), plus
- * the final one after a stop between evaluations. NaN while nothing is measured. */
-static double time_left(const run_config *c, uint64_t step, uint64_t end, uint64_t done,
-                        double train_s, double eval_s, unsigned long n_eval)
-{
-    if (done == 0 || train_s <= 0)
-        return NAN;
-    /* before any evaluation is measured: a forward costs about a third of a training
-     * step (forward + backward) of as many examples */
-    double per_eval = n_eval ? eval_s / (double)n_eval
-                             : train_s / (double)done / 3 * (double)c->eval_size /
-                                   (double)c->batch;
-    double evals = (double)evals_between(c, step, end);
-    if (end < c->steps && !is_eval_step(c, end))
-        evals += 1; /* evaluated after the loop */
-    return (double)(end - step) * train_s / (double)done + evals * per_eval;
-}
-
 /* ---- the loop ---------------------------------------------------------------------------- */
 
-/* What the loop keeps between steps besides the run state. */
-typedef struct train_loop {
+/* What the loop keeps besides the run state and the trainer (rs->loop). */
+typedef struct toy_loop {
     run_state *rs;
     size_t n_params;
     char csv_path[CLI_PATH_CAP + 64], ckpt_path[CLI_PATH_CAP + 64],
         sum_path[CLI_PATH_CAP + 64], svg_path[CLI_PATH_CAP + 64];
-    const char *last_ckpt; /* the last checkpoint of this run that exists: the one resumed
-                              from, then each save (NULL: none yet)                      */
-    mha_lr_schedule sched;
+    char eval_what[48];   /* the progress line's " (N examples)"                        */
     report_progress prog;
-    int tty;
     task_buffer ev, tr;   /* the held-out set, the training batch                        */
+    tm_batch b;           /* the step's batch (a view of tr)                             */
     report_csv csv;
-    uint64_t end;         /* the last step of this process (--stop-after or --steps)     */
-    uint64_t step0;       /* the step this process started at                            */
-    double t_eval;        /* seconds spent in evaluations by this process, and how many  */
-    unsigned long n_eval;
-    double t_loop, t_eval_before; /* the loop's start; t_eval then (step 0's evaluation) */
-    double last_tok, last_loss, acc_ema;
-    double ev_tok, ev_seq, ev_loss; /* the evaluation of step ev_step                    */
-    double last_seq;      /* the sequence accuracy of the last evaluation               */
-    uint64_t ev_step;
-    double win_s;         /* training seconds and steps since the last progress line     */
-    uint64_t win_steps;
-    char intact[CLI_PATH_CAP + 128]; /* what a stop leaves behind, for its message       */
-} train_loop;
+    double last_loss, acc_ema; /* the last step's loss; the training accuracy, smoothed   */
+    double ev_loss;       /* the mean loss of the last evaluation                        */
+} toy_loop;
+
+/* the history's columns are the trainer's row (trainer.h) with two evaluation columns */
+_Static_assert((int)H_LOSS == (int)TRAIN_COL_LOSS && (int)H_LR == (int)TRAIN_COL_LR &&
+                   (int)H_GN == (int)TRAIN_COL_GN && (int)H_TOK == (int)TRAIN_COL_EVAL &&
+                   (int)H_COLS == (int)TRAIN_COL_EVAL + 2 + 2,
+               "the history's columns are the trainer's row");
 
 /* Model FLOPs of one training step of `batch` examples, counting each multiply-add of a
  * matrix product as 2 and backward as twice forward (3× forward in all), as mha-gpt
@@ -141,7 +88,7 @@ static double step_flops(const tm_config *m, size_t batch)
 }
 
 /* The header lines (first: building the evaluation set can take a while). */
-static void print_header(const train_loop *tl, const resume_info *ri)
+static void print_header(const toy_loop *tl, const resume_info *ri)
 {
     const run_config *cfg = &tl->rs->cfg;
     printf("mha-train: task %s (seq-len %zu, vocab %zu%s), %zu layer(s), D %zu, H %zu, "
@@ -169,9 +116,71 @@ static void print_header(const train_loop *tl, const resume_info *ri)
     fflush(stdout);
 }
 
+/* ---- the trainer's hooks (trainer.h) --------------------------------------------------- */
+
+/* A fresh batch from the training stream, forward: its loss, its query positions as the
+ * work, its model FLOPs. */
+static void forward(void *ctx, double *loss, double *work, double *flops)
+{
+    toy_loop *tl = ctx;
+    run_state *rs = tl->rs;
+    cli_check(task_fill(&rs->spec, &rs->data_rng, TASK_TRAIN, &tl->tr, 0, rs->cfg.batch),
+              "training data");
+    tl->b = task_view(&tl->tr, 0, rs->cfg.batch);
+    cli_check(tm_zero_grad(rs->model), "zero_grad");
+    cli_check(tm_forward(rs->model, &tl->b, 1, loss), "forward");
+    tl->last_loss = *loss;
+    *work = (double)(rs->cfg.batch * rs->mcfg.seq_len);
+    *flops = rs->flops_step;
+}
+
+/* The batch's accuracy (the progress line's, smoothed), backward. */
+static void backward(void *ctx)
+{
+    toy_loop *tl = ctx;
+    run_state *rs = tl->rs;
+    size_t tc, ts, sc;
+    cli_check(tm_accuracy(rs->model, &tl->b, &tc, &ts, &sc), "accuracy");
+    const double acc = ts ? (double)tc / (double)ts : 0;
+    tl->acc_ema = isfinite(tl->acc_ema) ? 0.9 * tl->acc_ema + 0.1 * acc : acc;
+    cli_check(tm_backward(rs->model, &tl->b), "backward");
+}
+
+/* The held-out token and sequence accuracy into row[H_TOK], row[H_SEQ]. */
+static int evaluate_row(void *ctx, double *row)
+{
+    toy_loop *tl = ctx;
+    evaluate(tl->rs, &tl->ev, &row[H_TOK], &row[H_SEQ], &tl->ev_loss);
+    return 0;
+}
+
+/* The latest checkpoint (there is no best one). */
+static void save(void *ctx, const char *path, int kind)
+{
+    (void)kind;
+    toy_loop *tl = ctx;
+    if (save_checkpoint(tl->rs, path) != MHA_OK)
+        train_loop_save_failed(&tl->rs->loop);
+}
+
+/* "acc 97.5%  held-out 96.10% (sequence 80.20%)": the training accuracy (smoothed) and the
+ * last held-out accuracy ("-" before any). */
+static void describe(void *ctx, const double *last, char *buf, size_t cap)
+{
+    const toy_loop *tl = ctx;
+    char evs[48] = "-";
+    if (isfinite(last[H_TOK]))
+        snprintf(evs, sizeof evs, "%.2f%% (sequence %.2f%%)", 100 * last[H_TOK],
+                 100 * last[H_SEQ]);
+    snprintf(buf, cap, "acc %.1f%%  held-out %s", 100 * tl->acc_ema, evs);
+}
+
+/* ---- a run ------------------------------------------------------------------------------- */
+
 /* Paths, header, the held-out set (its own generator stream, disjoint from training by
- * hash class) and its accuracy before training, signal handlers, the CSV log. */
-static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size_t n_params)
+ * hash class) and its accuracy before training, signal handlers, the CSV log, the
+ * trainer. */
+static void loop_open(toy_loop *tl, run_state *rs, const resume_info *ri, size_t n_params)
 {
     const run_config *cfg = &rs->cfg;
     memset(tl, 0, sizeof *tl);
@@ -181,193 +190,85 @@ static void loop_open(train_loop *tl, run_state *rs, const resume_info *ri, size
     snprintf(tl->ckpt_path, sizeof tl->ckpt_path, "%s/checkpoint.safetensors", cfg->out);
     snprintf(tl->sum_path, sizeof tl->sum_path, "%s/summary.json", cfg->out);
     snprintf(tl->svg_path, sizeof tl->svg_path, "%s/loss.svg", cfg->out);
-    tl->last_ckpt = cfg->resume[0] ? cfg->resume : NULL;
-    tl->sched = (mha_lr_schedule){.base_lr = cfg->lr, .min_lr = cfg->min_lr,
-                                  .warmup_steps = cfg->warmup, .total_steps = cfg->steps};
+    snprintf(tl->eval_what, sizeof tl->eval_what, " (%zu examples)", cfg->eval_size);
     rs->flops_step = step_flops(&rs->mcfg, cfg->batch);
     peak_training_best(0, rs->n_threads, 1, &rs->peak_src); /* fastest kept (peak.h) */
     rs->peak = rs->peak_src.gflops;
     print_header(tl, ri);
     report_progress_start(&tl->prog);
     report_progress_mode(&tl->prog, cfg->progress, 0);
-    tl->tty = tl->prog.tty;
 
+    train_loop *L = &rs->loop;
+    train_loop_init(L);
     report_progress_show(&tl->prog, "%sbuilding the evaluation set (%zu examples)...",
-                         tl->tty ? "  " : "", cfg->eval_size);
+                         tl->prog.tty ? "  " : "", cfg->eval_size);
     cli_check(task_buffer_init(&tl->ev, &rs->spec, cfg->eval_size), "evaluation set");
     cli_check(task_buffer_init(&tl->tr, &rs->spec, cfg->batch), "training batch");
     mha_pcg32 ev_rng;
     mha_pcg32_seed(&ev_rng, cfg->seed, TASK_STREAM_EVAL);
     cli_check(task_fill(&rs->spec, &ev_rng, TASK_EVAL, &tl->ev, 0, cfg->eval_size),
               "evaluation set");
+    tl->last_loss = tl->acc_ema = tl->ev_loss = NAN;
     if (rs->step == 0) { /* held-out accuracy before training: the curve's first point */
         double el, t = report_now();
         report_progress_show(&tl->prog, "%sevaluating (step 0, %zu examples)...",
-                             tl->tty ? "  " : "", cfg->eval_size);
+                             tl->prog.tty ? "  " : "", cfg->eval_size);
         evaluate(rs, &tl->ev, &rs->hist.init[H_TOK], &rs->hist.init[H_SEQ], &el);
-        tl->t_eval += report_now() - t;
-        tl->n_eval++;
+        L->eval_s += report_now() - t; /* its cost counts in the time left */
+        L->n_evals++;
     }
     report_catch_stop_signals();
     report_csv_open(&tl->csv, tl->csv_path, CSV_HEADER, CSV_FMTS, &rs->hist, rs->step,
                     rs->run_id, cfg->resume, cfg->force);
+    tl->csv.on_fail = train_loop_log_failed;
+    tl->csv.ctx = L;
 
-    tl->end = (cfg->stop_after && cfg->stop_after < cfg->steps) ? cfg->stop_after : cfg->steps;
-    tl->t_loop = report_now();
-    tl->t_eval_before = tl->t_eval; /* the evaluation at step 0 is not in the loop */
-    tl->last_tok = tl->last_seq = tl->last_loss = tl->acc_ema = NAN;
-    tl->ev_tok = tl->ev_seq = tl->ev_loss = NAN;
-    tl->ev_step = UINT64_MAX;
-    tl->step0 = rs->step;
-}
-
-/* Print why training stopped at the coming step (a non-finite `what`), and what is left. */
-static void report_nonfinite(const train_loop *tl, const char *what)
-{
-    fprintf(stderr, "%s%s: stopped at step %llu: %s; try a smaller --lr or --clip. %s\n",
-            tl->tty ? "\n" : "", cli_program(), (unsigned long long)tl->rs->step + 1, what,
-            tl->intact);
-}
-
-/* One training step on a fresh batch: forward, accuracy, backward, clipping and the
- * update at the schedule's rate. 1 if it stopped on a non-finite loss, gradient or
- * update (reported; the step not counted), else 0 with *loss, *lr and *gn set. */
-static int train_step(train_loop *tl, double *loss, double *lr, double *gn)
-{
-    run_state *rs = tl->rs;
-    const run_config *cfg = &rs->cfg;
-    cli_check(task_fill(&rs->spec, &rs->data_rng, TASK_TRAIN, &tl->tr, 0, cfg->batch),
-              "training data");
-    tm_batch b = task_view(&tl->tr, 0, cfg->batch);
-    *gn = 0;
-    if (tl->last_ckpt)
-        snprintf(tl->intact, sizeof tl->intact, "The last checkpoint (%s) is intact.",
-                 tl->last_ckpt);
-    else
-        snprintf(tl->intact, sizeof tl->intact, "No checkpoint was written (--ckpt-every %llu).",
-                 (unsigned long long)cfg->ckpt_every);
-    cli_check(tm_zero_grad(rs->model), "zero_grad");
-    cli_check(tm_forward(rs->model, &b, 1, loss), "forward");
-    if (!isfinite(*loss)) {
-        char what[64];
-        snprintf(what, sizeof what, "the training loss is %g (non-finite)", *loss);
-        report_nonfinite(tl, what);
-        return 1;
-    }
-    size_t tc, ts, sc;
-    cli_check(tm_accuracy(rs->model, &b, &tc, &ts, &sc), "accuracy");
-    double acc = ts ? (double)tc / (double)ts : 0;
-    tl->acc_ema = isfinite(tl->acc_ema) ? 0.9 * tl->acc_ema + 0.1 * acc : acc;
-    cli_check(tm_backward(rs->model, &b), "backward");
-    int st = mha_optim_clip_grad_norm(rs->opt, cfg->clip, gn);
-    if (st == MHA_OK)
-        st = mha_lr_at(&tl->sched, rs->step, lr);
-    if (st == MHA_OK)
-        st = mha_optim_step(rs->opt, *lr);
-    if (st == MHA_ENONFINITE) {
-        report_nonfinite(tl, "a gradient is non-finite (NaN or inf)");
-        return 1;
-    }
-    cli_check(st, "optimizer step");
-    if (!toy_params_finite(rs)) {
-        report_nonfinite(tl, "a parameter or optimizer moment became non-finite (NaN or inf) "
-                             "in the update");
-        return 1;
-    }
-    return 0;
-}
-
-/* The progress line after a step: on a terminal the live line (each evaluation keeps its
- * line), in a log a plain line at each evaluation (tok, seq NaN otherwise), in the format
- * of every training program: the step's loss, the training accuracy (smoothed), the last
- * held-out accuracy, the speed of the training steps since the last line (ms a step,
- * MFU, tokens/s; evaluations excluded), the time left and spent. The time left: the
- * remaining steps at this process's training speed, plus the remaining evaluations (the
- * final one included) at their measured mean cost. */
-static void show_progress(train_loop *tl, double loss, double lr, double tok)
-{
-    const run_state *rs = tl->rs;
-    const run_config *cfg = &rs->cfg;
-    const int eval_now = isfinite(tok);
-    if (!eval_now && !(tl->tty && report_progress_due(&tl->prog, rs->step == tl->end)))
-        return;
-    const double now = report_now(), t = now - tl->t_loop;
-    char left[32], els[32], evs[48] = "-", mfu[32] = "";
-    report_duration(time_left(cfg, rs->step, tl->end, rs->step - tl->step0,
-                              t - (tl->t_eval - tl->t_eval_before), tl->t_eval, tl->n_eval),
-                    left, sizeof left);
-    report_duration(rs->elapsed0 + now - rs->t_start, els, sizeof els);
-    if (isfinite(tl->last_tok))
-        snprintf(evs, sizeof evs, "%.2f%% (sequence %.2f%%)", 100 * tl->last_tok,
-                 100 * tl->last_seq);
-    const double ms = tl->win_steps ? 1e3 * tl->win_s / (double)tl->win_steps : 0;
-    if (ms > 0 && rs->peak > 0)
-        snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * rs->flops_step / (ms * 1e-3) /
-                                                      (rs->peak * 1e9));
-    /* the most wanted first: a terminal narrower than the line cuts its end */
-    report_progress_show(&tl->prog, "%sstep %llu/%llu  loss %.4f  acc %.1f%%  held-out %s  "
-                         "lr %.2e  %.1f ms/step%s  left %s  elapsed %s  %.0f tok/s",
-                         tl->tty ? "  " : "", (unsigned long long)rs->step,
-                         (unsigned long long)cfg->steps, loss, 100 * tl->acc_ema, evs, lr, ms,
-                         mfu, left, els,
-                         ms > 0 ? (double)(cfg->batch * rs->mcfg.seq_len) / (ms * 1e-3) : 0);
-    tl->win_s = 0;
-    tl->win_steps = 0;
-    if (eval_now)
-        report_progress_end(&tl->prog);
-}
-
-/* After a completed step: the evaluation if due, the history and CSV row, a checkpoint
- * every --ckpt-every steps (not at the last: the end saves), the progress line. */
-static void after_step(train_loop *tl, double loss, double lr, double gn, double step_s)
-{
-    run_state *rs = tl->rs;
-    const run_config *cfg = &rs->cfg;
-    rs->step++;
-    tl->last_loss = loss;
-    double tok = NAN, seq = NAN;
-    if (is_eval_step(cfg, rs->step)) {
-        double t = report_now();
-        if (tl->tty)
-            report_progress_show(&tl->prog, "  step %llu/%llu  evaluating (%zu examples)...",
-                                 (unsigned long long)rs->step, (unsigned long long)cfg->steps,
-                                 cfg->eval_size);
-        evaluate(rs, &tl->ev, &tok, &seq, &tl->ev_loss);
-        tl->t_eval += report_now() - t;
-        tl->n_eval++;
-        tl->last_tok = tl->ev_tok = tok;
-        tl->last_seq = tl->ev_seq = seq;
-        tl->ev_step = rs->step;
-    }
-    const double tokens = (double)(cfg->batch * rs->mcfg.seq_len);
-    const double row[H_COLS] = {loss, lr, gn, tok, seq,
-                                rs->elapsed0 + report_now() - rs->t_start, tokens / step_s};
-    report_history_push(&rs->hist, row);
-    report_csv_row(&tl->csv, rs->step, row, H_COLS);
-    if (cfg->ckpt_every && rs->step % cfg->ckpt_every == 0 && rs->step != tl->end) {
-        report_csv_flush(&tl->csv);
-        if (save_checkpoint(rs, tl->ckpt_path) != MHA_OK)
-            cli_die(CLI_EXIT_RUNTIME, "stopping: checkpoint failed");
-        tl->last_ckpt = tl->ckpt_path;
-    }
-    show_progress(tl, loss, lr, tok);
+    L->h = (train_hooks){tl, forward, backward, evaluate_row, save, describe, NULL};
+    L->opt = rs->opt;
+    L->sched = (mha_lr_schedule){.base_lr = cfg->lr, .min_lr = cfg->min_lr,
+                                 .warmup_steps = cfg->warmup, .total_steps = cfg->steps};
+    L->clip = cfg->clip;
+    L->pt = rs->pt;
+    L->n_pt = rs->n_pt;
+    L->step = &rs->step;
+    L->steps = cfg->steps;
+    L->end = (cfg->stop_after && cfg->stop_after < cfg->steps) ? cfg->stop_after : cfg->steps;
+    L->eval_every = cfg->eval_every;
+    L->early_evals = 1;
+    L->final_eval = 1;
+    L->eval_cost = (double)cfg->eval_size / (double)cfg->batch / 3; /* forwards */
+    L->n_cols = 2;
+    L->ckpt_every = cfg->ckpt_every;
+    L->out = cfg->out;
+    L->ckpt_path = tl->ckpt_path;
+    L->unit = "tok";
+    L->eval_what = tl->eval_what;
+    L->peak = rs->peak;
+    L->elapsed0 = rs->elapsed0;
+    L->t_start = rs->t_start;
+    L->rank0 = 1;
+    L->hist = &rs->hist;
+    L->csv = &tl->csv;
+    L->prog = &tl->prog;
+    L->last_ckpt = cfg->resume[0] ? cfg->resume : NULL;
 }
 
 /* The end of a run that did not stop on a non-finite value: the checkpoint, the final
  * evaluation (unless the last step had one), pictures, example.json, summary.json and
  * the closing lines. Returns the exit status (128 + the signal that stopped it, or 0). */
-static int loop_finish(train_loop *tl)
+static int loop_finish(toy_loop *tl)
 {
     run_state *rs = tl->rs;
     const run_config *cfg = &rs->cfg;
-    if (save_checkpoint(rs, tl->ckpt_path) != MHA_OK)
-        return 1;
-    if (tl->ev_step != rs->step) { /* the loop's last step was not an evaluation step */
-        if (tl->tty)
+    train_loop *L = &rs->loop;
+    train_loop_close(L);
+    double ev_tok = L->last[H_TOK], ev_seq = L->last[H_SEQ];
+    if (L->last_eval_step != rs->step) { /* the loop's last step was not an evaluation step */
+        if (tl->prog.tty)
             report_progress_show(&tl->prog, "  step %llu/%llu  evaluating (%zu examples)...",
                                  (unsigned long long)rs->step, (unsigned long long)cfg->steps,
                                  cfg->eval_size);
-        evaluate(rs, &tl->ev, &tl->ev_tok, &tl->ev_seq, &tl->ev_loss);
+        evaluate(rs, &tl->ev, &ev_tok, &ev_seq, &tl->ev_loss);
     }
     report_progress_end(&tl->prog);
     write_loss_svg(rs, tl->svg_path);
@@ -383,7 +284,7 @@ static int loop_finish(train_loop *tl)
     /* the whole run's time: earlier processes of a resumed run, and all of this one up to
      * its last file */
     const double wall = rs->elapsed0 + (report_now() - rs->t_start);
-    write_summary(rs, tl->sum_path, wall, tl->ev_tok, tl->ev_seq, tl->ev_loss, tl->last_loss,
+    write_summary(rs, tl->sum_path, wall, ev_tok, ev_seq, tl->ev_loss, tl->last_loss,
                   tl->n_params, rs->step < cfg->steps);
 
     const int sig = report_stop_signal();
@@ -394,7 +295,7 @@ static int loop_finish(train_loop *tl)
                (unsigned long long)rs->step, (unsigned long long)cfg->steps,
                sig ? report_signal_name(sig) : "--stop-after", tl->ckpt_path);
     printf("held-out accuracy (%zu examples): token %.2f%%, sequence %.2f%%  (%.1f s = %s%s)\n",
-           cfg->eval_size, 100 * tl->ev_tok, 100 * tl->ev_seq, wall, walls,
+           cfg->eval_size, 100 * ev_tok, 100 * ev_seq, wall, walls,
            rs->elapsed0 > 0 ? ", the whole run" : "");
     printf("pictures: %s", tl->svg_path);
     for (size_t l = 0; heatmaps && l < cfg->layers; l++)
@@ -408,30 +309,10 @@ static int loop_finish(train_loop *tl)
 
 int toy_train(run_state *rs, const resume_info *ri, size_t n_params)
 {
-    train_loop tl;
+    toy_loop tl;
     loop_open(&tl, rs, ri, n_params);
-    int stopped_nonfinite = 0;
-    while (rs->step < tl.end) {
-        double loss, lr, gn;
-        const double ts = report_now();
-        if (train_step(&tl, &loss, &lr, &gn)) {
-            stopped_nonfinite = 1;
-            break;
-        }
-        const double step_s = report_now() - ts;
-        tl.win_s += step_s;
-        tl.win_steps++;
-        rs->train_s += step_s;
-        rs->train_steps++;
-        after_step(&tl, loss, lr, gn, step_s);
-        if (report_stop_signal())
-            break; /* finish as at --stop-after; a second signal ends the process */
-    }
-    report_csv_close(&tl.csv);
-    int status = CLI_EXIT_NONFINITE;
-    if (stopped_nonfinite)
-        report_progress_end(&tl.prog);
-    else
+    int status = train_loop_run(&rs->loop);
+    if (status == 0)
         status = loop_finish(&tl);
     task_buffer_free(&tl.ev);
     task_buffer_free(&tl.tr);
