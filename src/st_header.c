@@ -17,6 +17,71 @@
 
 #include "st_internal.h"
 
+/* Byte i of a string's content (h[i] < 0x80): how far it takes the scan (*adv), and
+ * *in_str 0 when it closes the string. An escape must be one of JSON's (\uXXXX not NUL);
+ * a raw control character is refused. */
+static int string_byte(const unsigned char *h, size_t n, size_t i, size_t *adv, int *in_str,
+                       char *err, size_t errlen)
+{
+    const unsigned char c = h[i];
+    *adv = 1;
+    if (c == '"') {
+        *in_str = 0;
+        return MHA_OK;
+    }
+    if (c < 0x20) {
+        mha__st_set_err(err, errlen, "header byte %zu: control character 0x%02x in a string",
+                        i, c);
+        return MHA_EFORMAT;
+    }
+    if (c != '\\')
+        return MHA_OK;
+    const unsigned char e = i + 1 < n ? h[i + 1] : 0;
+    if (e == 'u') {
+        unsigned v = 0;
+        for (size_t k = 2; k < 6; k++) {
+            unsigned char x = i + k < n ? h[i + k] : 0;
+            unsigned dig = (x >= '0' && x <= '9')   ? (unsigned)(x - '0')
+                           : (x >= 'a' && x <= 'f') ? (unsigned)(x - 'a' + 10)
+                           : (x >= 'A' && x <= 'F') ? (unsigned)(x - 'A' + 10)
+                                                    : 16u;
+            if (dig == 16u) {
+                mha__st_set_err(err, errlen, "header byte %zu: bad \\u escape", i);
+                return MHA_EFORMAT;
+            }
+            v = v * 16u + dig;
+        }
+        if (v == 0) {
+            mha__st_set_err(err, errlen, "header byte %zu: \\u0000 (NUL) in a string", i);
+            return MHA_EFORMAT;
+        }
+        *adv = 6;
+        return MHA_OK;
+    }
+    if (e == 0 || strchr("\"\\/bfnrt", e) == NULL) {
+        mha__st_set_err(err, errlen, "header byte %zu: bad escape in a string", i);
+        return MHA_EFORMAT;
+    }
+    *adv = 2;
+    return MHA_OK;
+}
+
+/* After the top-level object (bytes from `from`), only JSON whitespace: the format pads with
+ * spaces. */
+static int only_padding(const unsigned char *h, size_t n, size_t from, char *err, size_t errlen)
+{
+    for (size_t j = from; j < n; j++) {
+        if (h[j] != ' ' && h[j] != '\t' && h[j] != '\n' && h[j] != '\r') {
+            mha__st_set_err(err, errlen,
+                            "header byte %zu: 0x%02x after the JSON object (only space "
+                            "padding may follow it)",
+                            j, h[j]);
+            return MHA_EFORMAT;
+        }
+    }
+    return MHA_OK;
+}
+
 /* Checks of the header bytes h[0..n) that cJSON does not make (it accepts any byte
  * <= 0x20 as whitespace, raw control characters and invalid UTF-8 in strings, decodes
  * "\u0000" into a string it then cuts, and does not say where the value ends), and finds
@@ -46,44 +111,11 @@ static int scan_header(const unsigned char *h, size_t n, size_t *json_len, char 
             continue;
         }
         if (in_str) {
-            if (c == '"') {
-                in_str = 0;
-            } else if (c == '\\') {
-                unsigned char e = i + 1 < n ? h[i + 1] : 0;
-                if (e == 'u') {
-                    unsigned v = 0;
-                    for (size_t k = 2; k < 6; k++) {
-                        unsigned char x = i + k < n ? h[i + k] : 0;
-                        unsigned dig = (x >= '0' && x <= '9')   ? (unsigned)(x - '0')
-                                       : (x >= 'a' && x <= 'f') ? (unsigned)(x - 'a' + 10)
-                                       : (x >= 'A' && x <= 'F') ? (unsigned)(x - 'A' + 10)
-                                                                : 16u;
-                        if (dig == 16u) {
-                            mha__st_set_err(err, errlen, "header byte %zu: bad \\u escape", i);
-                            return MHA_EFORMAT;
-                        }
-                        v = v * 16u + dig;
-                    }
-                    if (v == 0) {
-                        mha__st_set_err(err, errlen, "header byte %zu: \\u0000 (NUL) in a string",
-                                        i);
-                        return MHA_EFORMAT;
-                    }
-                    i += 6;
-                    continue;
-                }
-                if (e == 0 || strchr("\"\\/bfnrt", e) == NULL) {
-                    mha__st_set_err(err, errlen, "header byte %zu: bad escape in a string", i);
-                    return MHA_EFORMAT;
-                }
-                i += 2;
-                continue;
-            } else if (c < 0x20) {
-                mha__st_set_err(err, errlen,
-                                "header byte %zu: control character 0x%02x in a string", i, c);
-                return MHA_EFORMAT;
-            }
-            i++;
+            size_t adv;
+            const int st = string_byte(h, n, i, &adv, &in_str, err, errlen);
+            if (st != MHA_OK)
+                return st;
+            i += adv;
             continue;
         }
         switch (c) {
@@ -99,16 +131,7 @@ static int scan_header(const unsigned char *h, size_t n, size_t *json_len, char 
             depth--; /* depth >= 1 here: the scan stops when it returns to 0 */
             if (depth == 0) {
                 *json_len = i + 1;
-                for (size_t j = i + 1; j < n; j++) {
-                    if (h[j] != ' ' && h[j] != '\t' && h[j] != '\n' && h[j] != '\r') {
-                        mha__st_set_err(err, errlen,
-                                        "header byte %zu: 0x%02x after the JSON object (only space "
-                                        "padding may follow it)",
-                                        j, h[j]);
-                        return MHA_EFORMAT;
-                    }
-                }
-                return MHA_OK;
+                return only_padding(h, n, i + 1, err, errlen);
             }
             break;
         case '0':
@@ -155,21 +178,15 @@ static int json_uint(const cJSON *item, uint64_t *v)
     return 1;
 }
 
-/* One tensor entry {"dtype": ..., "shape": [...], "data_offsets": [b, e]} → *e
- * (name, dtype, shape, begin, end; data is set later). */
-static int parse_entry(const cJSON *item, st_entry *e, char *err, size_t errlen)
+/* An entry's three keys (dtype, shape, data_offsets), each once, no other. */
+static int entry_keys(const cJSON *item, const char *q, const cJSON **jdtype,
+                      const cJSON **jshape, const cJSON **joff, char *err, size_t errlen)
 {
-    char q[ST_QUOTE], sh[ST_SHAPE];
-    const cJSON *jdtype = NULL, *jshape = NULL, *joff = NULL, *c;
-    mha__st_quote(q, item->string);
-    if (!cJSON_IsObject(item)) {
-        mha__st_set_err(err, errlen, "tensor '%s': entry is not an object", q);
-        return MHA_EFORMAT;
-    }
+    const cJSON *c;
     cJSON_ArrayForEach(c, item) {
-        const cJSON **slot = strcmp(c->string, "dtype") == 0          ? &jdtype
-                             : strcmp(c->string, "shape") == 0        ? &jshape
-                             : strcmp(c->string, "data_offsets") == 0 ? &joff
+        const cJSON **slot = strcmp(c->string, "dtype") == 0          ? jdtype
+                             : strcmp(c->string, "shape") == 0        ? jshape
+                             : strcmp(c->string, "data_offsets") == 0 ? joff
                                                                       : NULL;
         char kq[ST_QUOTE];
         if (slot == NULL) {
@@ -183,46 +200,45 @@ static int parse_entry(const cJSON *item, st_entry *e, char *err, size_t errlen)
         }
         *slot = c;
     }
-    if (jdtype == NULL || jshape == NULL || joff == NULL) {
+    if (*jdtype == NULL || *jshape == NULL || *joff == NULL) {
         mha__st_set_err(err, errlen, "tensor '%s': no '%s'", q,
-                        jdtype == NULL ? "dtype" : jshape == NULL ? "shape" : "data_offsets");
+                        *jdtype == NULL ? "dtype" : *jshape == NULL ? "shape" : "data_offsets");
         return MHA_EFORMAT;
     }
-    if (!cJSON_IsString(jdtype) || !mha__st_dtype_parse(jdtype->valuestring, &e->dtype)) {
-        char dq[ST_QUOTE];
-        mha__st_set_err(
-            err, errlen,
-            "tensor '%s': dtype %s%s%s not supported (F32, F64, I64, U64, U8, BF16, F16, I32)", q,
-            cJSON_IsString(jdtype) ? "'" : "",
-            cJSON_IsString(jdtype) ? mha__st_quote(dq, jdtype->valuestring) : "(not a string)",
-            cJSON_IsString(jdtype) ? "'" : "");
-        return MHA_EFORMAT;
-    }
+    return MHA_OK;
+}
+
+/* The shape: an array of at most MHA_ST_MAX_NDIM integers in [0, 2^53), into dims[*nd]. */
+static int entry_shape(const cJSON *jshape, const char *q, uint64_t *dims, size_t *nd,
+                       char *err, size_t errlen)
+{
     if (!cJSON_IsArray(jshape)) {
         mha__st_set_err(err, errlen, "tensor '%s': shape is not an array", q);
         return MHA_EFORMAT;
     }
-    uint64_t dims[MHA_ST_MAX_NDIM];
-    size_t nd = 0;
+    const cJSON *c;
+    *nd = 0;
     cJSON_ArrayForEach(c, jshape) {
-        if (nd == MHA_ST_MAX_NDIM) {
+        if (*nd == MHA_ST_MAX_NDIM) {
             mha__st_set_err(err, errlen, "tensor '%s': shape has more than %d dimensions", q,
                             MHA_ST_MAX_NDIM);
             return MHA_EFORMAT;
         }
-        if (!json_uint(c, &dims[nd]) || dims[nd] > SIZE_MAX) {
+        if (!json_uint(c, &dims[*nd]) || dims[*nd] > SIZE_MAX) {
             mha__st_set_err(err, errlen, "tensor '%s': shape[%zu] is not an integer in [0, 2^53)",
-                            q, nd);
+                            q, *nd);
             return MHA_EFORMAT;
         }
-        nd++;
+        (*nd)++;
     }
-    e->ndim = nd;
-    for (size_t d = 0; d < MHA_ST_MAX_NDIM; d++)
-        e->shape[d] = d < nd ? (size_t)dims[d] : 0;
-    mha__st_fmt_shape(sh, e->ndim, e->shape);
+    return MHA_OK;
+}
 
-    uint64_t off[2];
+/* data_offsets: [begin, end], integers in [0, 2^53), begin <= end, into off[2]. */
+static int entry_offsets(const cJSON *joff, const char *q, uint64_t *off, char *err,
+                         size_t errlen)
+{
+    const cJSON *c;
     size_t noff = 0;
     int off_ok = cJSON_IsArray(joff);
     if (off_ok) {
@@ -248,6 +264,44 @@ static int parse_entry(const cJSON *item, st_entry *e, char *err, size_t errlen)
                         q, off[0], off[1]);
         return MHA_EFORMAT;
     }
+    return MHA_OK;
+}
+
+/* One tensor entry {"dtype": ..., "shape": [...], "data_offsets": [b, e]} → *e
+ * (name, dtype, shape, begin, end; data is set later). */
+static int parse_entry(const cJSON *item, st_entry *e, char *err, size_t errlen)
+{
+    char q[ST_QUOTE], sh[ST_SHAPE];
+    const cJSON *jdtype = NULL, *jshape = NULL, *joff = NULL;
+    mha__st_quote(q, item->string);
+    if (!cJSON_IsObject(item)) {
+        mha__st_set_err(err, errlen, "tensor '%s': entry is not an object", q);
+        return MHA_EFORMAT;
+    }
+    int st = entry_keys(item, q, &jdtype, &jshape, &joff, err, errlen);
+    if (st != MHA_OK)
+        return st;
+    if (!cJSON_IsString(jdtype) || !mha__st_dtype_parse(jdtype->valuestring, &e->dtype)) {
+        char dq[ST_QUOTE];
+        mha__st_set_err(
+            err, errlen,
+            "tensor '%s': dtype %s%s%s not supported (F32, F64, I64, U64, U8, BF16, F16, I32)", q,
+            cJSON_IsString(jdtype) ? "'" : "",
+            cJSON_IsString(jdtype) ? mha__st_quote(dq, jdtype->valuestring) : "(not a string)",
+            cJSON_IsString(jdtype) ? "'" : "");
+        return MHA_EFORMAT;
+    }
+    uint64_t dims[MHA_ST_MAX_NDIM];
+    size_t nd = 0;
+    if ((st = entry_shape(jshape, q, dims, &nd, err, errlen)) != MHA_OK)
+        return st;
+    e->ndim = nd;
+    for (size_t d = 0; d < MHA_ST_MAX_NDIM; d++)
+        e->shape[d] = d < nd ? (size_t)dims[d] : 0;
+    mha__st_fmt_shape(sh, e->ndim, e->shape);
+    uint64_t off[2];
+    if ((st = entry_offsets(joff, q, off, err, errlen)) != MHA_OK)
+        return st;
     uint64_t need;
     if (mha__st_tensor_bytes(nd, dims, mha_st_dtype_size(e->dtype), UINT64_MAX, &need) != 0) {
         mha__st_set_err(err, errlen, "tensor '%s': %s %s is too large (its byte count overflows)",
@@ -327,6 +381,43 @@ static int check_tiling(st_entry *t, size_t n, size_t data_size, char *err, size
     return rc;
 }
 
+/* __metadata__: an object of strings with unique keys. */
+static int check_metadata(const cJSON *meta, char *err, size_t errlen)
+{
+    if (!cJSON_IsObject(meta)) {
+        mha__st_set_err(err, errlen, "__metadata__ is not an object");
+        return MHA_EFORMAT;
+    }
+    size_t nmeta = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, meta) {
+        char q[ST_QUOTE];
+        if (!cJSON_IsString(c)) {
+            mha__st_set_err(err, errlen, "__metadata__: value of '%s' is not a string",
+                            mha__st_quote(q, c->string));
+            return MHA_EFORMAT;
+        }
+        nmeta++;
+    }
+    const char **keys = malloc((nmeta ? nmeta : 1) * sizeof *keys);
+    if (keys == NULL) {
+        mha__st_set_err(err, errlen, "out of memory");
+        return MHA_ENOMEM;
+    }
+    size_t k = 0;
+    cJSON_ArrayForEach(c, meta)
+        keys[k++] = c->string;
+    const char *dup = mha__st_find_duplicate(keys, nmeta);
+    free(keys);
+    if (dup != NULL) {
+        char q[ST_QUOTE];
+        mha__st_set_err(err, errlen, "__metadata__: key '%s' appears twice",
+                        mha__st_quote(q, dup));
+        return MHA_EFORMAT;
+    }
+    return MHA_OK;
+}
+
 /* Validate the header h[0..header_len) against a data section of f->data_size bytes (the
  * file's size less 8 + header_len) and fill in f->root, f->meta, f->t, f->n; the data
  * section itself is not read yet (attach_data). */
@@ -376,38 +467,8 @@ int mha__st_parse_header(mha_st_file *f, const unsigned char *h, size_t header_l
 
     /* Metadata: an object of strings with unique keys. */
     f->meta = cJSON_GetObjectItemCaseSensitive(f->root, ST_METADATA_KEY);
-    if (f->meta != NULL) {
-        if (!cJSON_IsObject(f->meta)) {
-            mha__st_set_err(err, errlen, "__metadata__ is not an object");
-            return MHA_EFORMAT;
-        }
-        size_t nmeta = 0;
-        cJSON_ArrayForEach(c, f->meta) {
-            char q[ST_QUOTE];
-            if (!cJSON_IsString(c)) {
-                mha__st_set_err(err, errlen, "__metadata__: value of '%s' is not a string",
-                                mha__st_quote(q, c->string));
-                return MHA_EFORMAT;
-            }
-            nmeta++;
-        }
-        const char **keys = malloc((nmeta ? nmeta : 1) * sizeof *keys);
-        if (keys == NULL) {
-            mha__st_set_err(err, errlen, "out of memory");
-            return MHA_ENOMEM;
-        }
-        k = 0;
-        cJSON_ArrayForEach(c, f->meta)
-            keys[k++] = c->string;
-        dup = mha__st_find_duplicate(keys, nmeta);
-        free(keys);
-        if (dup != NULL) {
-            char q[ST_QUOTE];
-            mha__st_set_err(err, errlen, "__metadata__: key '%s' appears twice",
-                            mha__st_quote(q, dup));
-            return MHA_EFORMAT;
-        }
-    }
+    if (f->meta != NULL && (rc = check_metadata(f->meta, err, errlen)) != MHA_OK)
+        return rc;
 
     /* Tensor entries, in header order. */
     k = 0;

@@ -264,11 +264,63 @@ static int fsync_parent(const char *path, char *dir)
     return r;
 }
 
+/* The file: header and data into "<path>.tmp.<pid>" (tmp[tmplen]), flushed and renamed over
+ * path, and the directory synced. MHA_OK, or MHA_EIO with the temporary removed. */
+static int write_file(const char *path, char *tmp, size_t tmplen, const sbuf *hb,
+                      const mha_st_tensor *tensors, size_t n, const uint64_t *nbytes, char *err,
+                      size_t errlen)
+{
+    char eb[128];
+    snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST) { /* left by an earlier process with our pid */
+        unlink(tmp);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    }
+    if (fd < 0) {
+        mha__st_set_err(err, errlen, "cannot create '%s': %s", tmp,
+                        mha__st_errno_text(errno, eb, sizeof eb));
+        return MHA_EIO;
+    }
+    FILE *fp = fdopen(fd, "wb");
+    if (fp == NULL) {
+        mha__st_set_err(err, errlen, "cannot open '%s': %s", tmp,
+                        mha__st_errno_text(errno, eb, sizeof eb));
+        close(fd);
+        unlink(tmp);
+        return MHA_EIO;
+    }
+    int w = write_all(fp, hb, tensors, n, nbytes);
+    int e = errno;
+    if (fclose(fp) != 0 && w == 0) {
+        w = -1;
+        e = errno;
+    }
+    if (w != 0) {
+        mha__st_set_err(err, errlen, "cannot write '%s': %s", tmp,
+                        e ? mha__st_errno_text(e, eb, sizeof eb) : "short write");
+        unlink(tmp);
+        return MHA_EIO;
+    }
+    if (rename(tmp, path) != 0) {
+        mha__st_set_err(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path,
+                        mha__st_errno_text(errno, eb, sizeof eb));
+        unlink(tmp);
+        return MHA_EIO;
+    }
+    char *dir = tmp; /* reused: strlen(path) + 32 bytes */
+    if (fsync_parent(path, dir) != 0) {
+        mha__st_set_err(err, errlen, "'%s' was written, but fsync of directory '%s' failed: %s",
+                        path, dir, mha__st_errno_text(errno, eb, sizeof eb));
+        return MHA_EIO;
+    }
+    return MHA_OK;
+}
+
 int mha_st_save(const char *path, const mha_st_tensor *tensors, size_t n,
                 const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                 char *err, size_t errlen)
 {
-    char eb[128];
     if (!mha__st_host_is_little_endian()) {
         mha__st_set_err(err, errlen, "mha_st_save: big-endian hosts are not supported");
         return MHA_EINVAL;
@@ -301,53 +353,7 @@ int mha_st_save(const char *path, const mha_st_tensor *tensors, size_t n,
     if (rc != MHA_OK)
         goto done;
 
-    snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno == EEXIST) { /* left by an earlier process with our pid */
-        unlink(tmp);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    }
-    if (fd < 0) {
-        mha__st_set_err(err, errlen, "cannot create '%s': %s", tmp,
-                        mha__st_errno_text(errno, eb, sizeof eb));
-        rc = MHA_EIO;
-        goto done;
-    }
-    FILE *fp = fdopen(fd, "wb");
-    if (fp == NULL) {
-        mha__st_set_err(err, errlen, "cannot open '%s': %s", tmp,
-                        mha__st_errno_text(errno, eb, sizeof eb));
-        close(fd);
-        unlink(tmp);
-        rc = MHA_EIO;
-        goto done;
-    }
-    int w = write_all(fp, &hb, tensors, n, nbytes);
-    int e = errno;
-    if (fclose(fp) != 0 && w == 0) {
-        w = -1;
-        e = errno;
-    }
-    if (w != 0) {
-        mha__st_set_err(err, errlen, "cannot write '%s': %s", tmp,
-                        e ? mha__st_errno_text(e, eb, sizeof eb) : "short write");
-        unlink(tmp);
-        rc = MHA_EIO;
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
-        mha__st_set_err(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path,
-                        mha__st_errno_text(errno, eb, sizeof eb));
-        unlink(tmp);
-        rc = MHA_EIO;
-        goto done;
-    }
-    char *dir = tmp; /* reused: strlen(path) + 32 bytes */
-    if (fsync_parent(path, dir) != 0) {
-        mha__st_set_err(err, errlen, "'%s' was written, but fsync of directory '%s' failed: %s",
-                        path, dir, mha__st_errno_text(errno, eb, sizeof eb));
-        rc = MHA_EIO;
-    }
+    rc = write_file(path, tmp, tmplen, &hb, tensors, n, nbytes, err, errlen);
 done:
     free(tmp);
     free(hb.p);

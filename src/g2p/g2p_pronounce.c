@@ -171,6 +171,74 @@ typedef struct pending {
 static int prepare(mha_g2p *g, const char *word, unsigned flags, size_t nbest, pending *pw,
                    size_t *n_model, char *err, size_t errlen);
 
+/* One part of a hyphenated word by the model (greedy): its phones into *ph and its spelling
+ * (as the word writes it) into *spelled, both owned; its log-probability added to *lp. */
+static int part_by_model(mha_g2p *g, const char *part, const char *word, unsigned flags,
+                         char **ph, char **spelled, double *lp, char *err, size_t errlen)
+{
+    int32_t *tok = malloc(g->max_tgt * sizeof *tok);
+    size_t tl = 0, len = 0, woff = 0, off = 0;
+    double plp = 0.0;
+    int st = tok ? scratch(g, 1) : MHA_ENOMEM;
+    if (st != MHA_OK) {
+        free(tok);
+        return MHA_ENOMEM;
+    }
+    if ((st = g2p__spell(g, part, word, g->ids, &len, &woff, err, errlen)) == MHA_OK) {
+        g->ids_len[0] = len;
+        st = decode(g, 1, 1, tok, &tl, &plp);
+    }
+    if (st == MHA_OK) {
+        const char **sym = calloc(tl + 1, sizeof *sym);
+        if (!sym) {
+            st = MHA_ENOMEM;
+        } else {
+            for (size_t t = 0; t < tl; t++)
+                sym[t] = g->tgt.sym[tok[t]];
+            st = g2p__arena_join(g, sym, tl, (flags & MHA_G2P_NO_STRESS) != 0, &off);
+            free(sym);
+        }
+        if (st == MHA_OK && !(*ph = strdup(g->arena + off)))
+            st = MHA_ENOMEM;
+        if (st == MHA_OK && !(*spelled = strdup(g->arena + woff)))
+            st = MHA_ENOMEM;
+        *lp += plp;
+    }
+    free(tok);
+    return st;
+}
+
+/* The parts' answers joined into the word's: phones with a space between parts, spellings
+ * with a hyphen; one answer of source MHA_G2P_SOURCE_PARTS with log-probability lp. */
+static int join_parts(mha_g2p *g, char *const *ph, char *const *spelled, size_t np, double lp)
+{
+    size_t total = 0, wtotal = 0;
+    for (size_t i = 0; i < np; i++) {
+        total += strlen(ph[i]) + 1;
+        wtotal += strlen(spelled[i]) + 1;
+    }
+    char *joined = malloc(total + 1), *wj = malloc(wtotal + 1);
+    int st = joined && wj ? MHA_OK : MHA_ENOMEM;
+    if (st == MHA_OK) {
+        joined[0] = wj[0] = '\0';
+        for (size_t i = 0; i < np; i++) {
+            if (i) {
+                strcat(joined, " ");
+                strcat(wj, "-");
+            }
+            strcat(joined, ph[i]);
+            strcat(wj, spelled[i]);
+        }
+        size_t off, woff;
+        if ((st = g2p__arena_put(g, joined, strlen(joined), &off)) == MHA_OK &&
+            (st = g2p__arena_put(g, wj, strlen(wj), &woff)) == MHA_OK)
+            st = g2p__add_answer(g, off, woff, lp, MHA_G2P_SOURCE_PARTS, -1);
+    }
+    free(joined);
+    free(wj);
+    return st;
+}
+
 /* Pronounce each part of a hyphenated word (lexicon or model, the best answer), joined. */
 static int parts(mha_g2p *g, const char *word, unsigned flags, char *err, size_t errlen,
                  int *done)
@@ -205,39 +273,7 @@ static int parts(mha_g2p *g, const char *word, unsigned flags, char *err, size_t
         if ((st = prepare(g, part[i], flags, 1, &pw, &nm, err, errlen)) != MHA_OK)
             break;
         if (pw.model) { /* the model, for this part alone */
-            const size_t L = g->max_tgt;
-            int32_t *tok = malloc(L * sizeof *tok);
-            size_t tl = 0;
-            double plp = 0.0;
-            if (!tok || (st = scratch(g, 1)) != MHA_OK) {
-                free(tok);
-                st = MHA_ENOMEM;
-                break;
-            }
-            size_t len;
-            size_t woff;
-            if ((st = g2p__spell(g, part[i], word, g->ids, &len, &woff, err, errlen)) == MHA_OK) {
-                g->ids_len[0] = len;
-                st = decode(g, 1, 1, tok, &tl, &plp);
-            }
-            if (st == MHA_OK) {
-                const char **sym = calloc(tl + 1, sizeof *sym);
-                size_t off;
-                if (!sym) {
-                    st = MHA_ENOMEM;
-                } else {
-                    for (size_t t = 0; t < tl; t++)
-                        sym[t] = g->tgt.sym[tok[t]];
-                    st = g2p__arena_join(g, sym, tl, (flags & MHA_G2P_NO_STRESS) != 0, &off);
-                    free(sym);
-                }
-                if (st == MHA_OK && !(ph[i] = strdup(g->arena + off)))
-                    st = MHA_ENOMEM;
-                if (st == MHA_OK && !(spelled[i] = strdup(g->arena + woff)))
-                    st = MHA_ENOMEM;
-                lp += plp;
-            }
-            free(tok);
+            st = part_by_model(g, part[i], word, flags, &ph[i], &spelled[i], &lp, err, errlen);
         } else {
             if (!(ph[i] = strdup(g->arena + g->ans[a0].off)) ||
                 !(spelled[i] = strdup(g->arena + g->ans[a0].word_off)))
@@ -246,34 +282,8 @@ static int parts(mha_g2p *g, const char *word, unsigned flags, char *err, size_t
         }
         g->n_ans = a0; /* a part's answer is not the word's */
     }
-    if (st == MHA_OK) {
-        size_t total = 0, wtotal = 0;
-        for (size_t i = 0; i < np; i++) {
-            total += strlen(ph[i]) + 1;
-            wtotal += strlen(spelled[i]) + 1;
-        }
-        char *joined = malloc(total + 1), *wj = malloc(wtotal + 1);
-        if (!joined || !wj) {
-            st = MHA_ENOMEM;
-        } else {
-            joined[0] = wj[0] = '\0';
-            for (size_t i = 0; i < np; i++) {
-                if (i) {
-                    strcat(joined, " ");
-                    strcat(wj, "-");
-                }
-                strcat(joined, ph[i]);
-                strcat(wj, spelled[i]);
-            }
-            size_t off, woff;
-            if ((st = g2p__arena_put(g, joined, strlen(joined), &off)) == MHA_OK &&
-                (st = g2p__arena_put(g, wj, strlen(wj), &woff)) == MHA_OK)
-                st = g2p__add_answer(g, off, woff, lp, MHA_G2P_SOURCE_PARTS, -1);
-            *done = st == MHA_OK;
-        }
-        free(joined);
-        free(wj);
-    }
+    if (st == MHA_OK && (st = join_parts(g, ph, spelled, np, lp)) == MHA_OK)
+        *done = 1;
     for (size_t i = 0; i < np && ph && spelled; i++) {
         free(ph[i]);
         free(spelled[i]);
@@ -314,6 +324,117 @@ static void word_failed(int *status, int s, const char *msg, int *first_bad, cha
     if (*first_bad == MHA_OK) {
         *first_bad = s;
         set_err(err, errlen, "%s", msg);
+    }
+}
+
+/* The model's half of one batch call: the words it decodes (dec_of[j]: the call's index of
+ * decoding row j) and their hypotheses, nbest a row (res[row·nbest + k][max_tgt] tokens,
+ * res_len, res_lp; a log-probability of -inf: no such hypothesis). */
+typedef struct model_pass {
+    int32_t *res;
+    size_t *res_len;
+    double *res_lp;
+    size_t *dec_of;
+    size_t n_dec;
+} model_pass;
+
+static void model_pass_free(model_pass *m)
+{
+    free(m->res);
+    free(m->res_len);
+    free(m->res_lp);
+    free(m->dec_of);
+}
+
+/* Room for n_model words: the decoding scratch and the pass's buffers. */
+static int model_pass_alloc(mha_g2p *g, size_t n_model, size_t nbest, model_pass *m)
+{
+    int st = scratch(g, n_model);
+    if (st != MHA_OK)
+        return st;
+    m->res = calloc(n_model * nbest * g->max_tgt + 1, sizeof *m->res);
+    m->res_len = calloc(n_model * nbest + 1, sizeof *m->res_len);
+    m->res_lp = calloc(n_model * nbest + 1, sizeof *m->res_lp);
+    m->dec_of = calloc(n_model + 1, sizeof *m->dec_of);
+    return m->res && m->res_len && m->res_lp && m->dec_of ? MHA_OK : MHA_ENOMEM;
+}
+
+/* The words the model answers, spelled into g->ids row by row (one that cannot be spelled
+ * fails alone: its status and, if first, the call's message). MHA_OK or MHA_ENOMEM. */
+static int spell_for_model(mha_g2p *g, size_t n_words, char *const *norm, pending *pw,
+                           int *status, int *first_bad, char *err, size_t errlen,
+                           model_pass *m)
+{
+    const size_t S = g->max_src;
+    for (size_t i = 0; i < n_words; i++) {
+        if (!pw[i].model || status[i] != MHA_OK)
+            continue;
+        size_t len = 0;
+        char e2[512] = "";
+        const int s = g2p__spell(g, norm[i], NULL, g->ids + m->n_dec * S, &len, &pw[i].woff,
+                                 e2, sizeof e2);
+        if (s == MHA_ENOMEM)
+            return s;
+        if (s != MHA_OK) {
+            word_failed(&status[i], s, e2, first_bad, err, errlen);
+            continue;
+        }
+        g->ids_len[m->n_dec] = len;
+        pw[i].slot = m->n_dec;
+        m->dec_of[m->n_dec++] = i;
+    }
+    return MHA_OK;
+}
+
+/* The decoded hypotheses as the words' answers in the arena: up to nbest a word (fewer when
+ * the beam found fewer). */
+static int model_answers(mha_g2p *g, pending *pw, const model_pass *m, size_t nbest,
+                         unsigned flags)
+{
+    const size_t L = g->max_tgt;
+    int st = MHA_OK;
+    for (size_t j = 0; st == MHA_OK && j < m->n_dec; j++) {
+        pending *p = &pw[m->dec_of[j]];
+        p->first_ans = g->n_ans;
+        for (size_t k = 0; k < nbest && st == MHA_OK; k++) {
+            const size_t o = j * nbest + k;
+            if (!isfinite(m->res_lp[o]))
+                break; /* fewer hypotheses than nbest */
+            const char **sym = calloc(m->res_len[o] + 1, sizeof *sym);
+            size_t off;
+            if (!sym) {
+                st = MHA_ENOMEM;
+                break;
+            }
+            for (size_t t = 0; t < m->res_len[o]; t++)
+                sym[t] = g->tgt.sym[m->res[o * L + t]];
+            st = g2p__arena_join(g, sym, m->res_len[o], (flags & MHA_G2P_NO_STRESS) != 0, &off);
+            free(sym);
+            if (st == MHA_OK)
+                st = g2p__add_answer(g, off, p->woff, m->res_lp[o], MHA_G2P_SOURCE_MODEL, -1);
+        }
+        p->n_ans = g->n_ans - p->first_ans;
+    }
+    return st;
+}
+
+/* Each word's answers into out[i·nbest ..] (pointers into the arena, which no longer moves)
+ * and their number into n_out[i]. */
+static void point_out(const mha_g2p *g, size_t n_words, const pending *pw, const int *status,
+                      size_t nbest, mha_g2p_pron *out, size_t *n_out)
+{
+    for (size_t i = 0; i < n_words; i++) {
+        if (status[i] != MHA_OK)
+            continue;
+        const size_t n = pw[i].n_ans < nbest ? pw[i].n_ans : nbest;
+        for (size_t k = 0; k < n; k++) {
+            const answer *a = &g->ans[pw[i].first_ans + k];
+            out[i * nbest + k] = (mha_g2p_pron){.phones = g->arena + a->off,
+                                                .word = g->arena + a->word_off,
+                                                .logprob = a->logprob, .source = a->source,
+                                                .lexicon = a->lexicon};
+        }
+        n_out[i] = n;
     }
 }
 
@@ -362,82 +483,24 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
         if (s != MHA_OK)
             word_failed(&status[i], s, e2, &first_bad, err, errlen);
     }
-    /* 2. the model, for the words no lexicon answered, in batches */
-    size_t n_dec = 0;
-    int32_t *res = NULL;
-    size_t *res_len = NULL, *dec_of = NULL;
-    double *res_lp = NULL;
+    /* 2. the model, for the words no lexicon answered, in one batch */
+    model_pass mp = {0};
     if (st == MHA_OK && n_model > 0) {
-        const size_t S = g->max_src, L = g->max_tgt;
-        if ((st = scratch(g, n_model)) == MHA_OK) {
-            res = calloc(n_model * nbest * L + 1, sizeof *res);
-            res_len = calloc(n_model * nbest + 1, sizeof *res_len);
-            res_lp = calloc(n_model * nbest + 1, sizeof *res_lp);
-            dec_of = calloc(n_model + 1, sizeof *dec_of);
-            if (!res || !res_len || !res_lp || !dec_of)
-                st = MHA_ENOMEM;
-        }
-        for (size_t i = 0; st == MHA_OK && i < n_words; i++) {
-            if (!pw[i].model || status[i] != MHA_OK)
-                continue;
-            size_t len = 0;
-            char e2[512] = "";
-            const int s = g2p__spell(g, norm[i], NULL, g->ids + n_dec * S, &len, &pw[i].woff, e2,
-                                sizeof e2);
-            if (s == MHA_ENOMEM) {
-                st = s;
-                break;
-            }
-            if (s != MHA_OK) {
-                word_failed(&status[i], s, e2, &first_bad, err, errlen);
-                continue;
-            }
-            g->ids_len[n_dec] = len;
-            pw[i].slot = n_dec;
-            dec_of[n_dec++] = i;
-        }
-        if (st == MHA_OK && n_dec > 0 && (st = decode(g, n_dec, nbest, res, res_len, res_lp))) {
+        st = model_pass_alloc(g, n_model, nbest, &mp);
+        if (st == MHA_OK)
+            st = spell_for_model(g, n_words, norm, pw, status, &first_bad, err, errlen, &mp);
+        if (st == MHA_OK && mp.n_dec > 0 &&
+            (st = decode(g, mp.n_dec, nbest, mp.res, mp.res_len, mp.res_lp))) {
             set_err(err, errlen, "decoding: %s", mha_strerror(st));
-            for (size_t j = 0; j < n_dec; j++) /* the words the model was to answer failed */
-                status[dec_of[j]] = st;
+            for (size_t j = 0; j < mp.n_dec; j++) /* the words the model was to answer failed */
+                status[mp.dec_of[j]] = st;
         }
-        for (size_t j = 0; st == MHA_OK && j < n_dec; j++) {
-            pending *p = &pw[dec_of[j]];
-            p->first_ans = g->n_ans;
-            for (size_t k = 0; k < nbest && st == MHA_OK; k++) {
-                const size_t o = j * nbest + k;
-                if (!isfinite(res_lp[o]))
-                    break; /* fewer hypotheses than nbest */
-                const char **sym = calloc(res_len[o] + 1, sizeof *sym);
-                size_t off;
-                if (!sym) {
-                    st = MHA_ENOMEM;
-                    break;
-                }
-                for (size_t t = 0; t < res_len[o]; t++)
-                    sym[t] = g->tgt.sym[res[o * L + t]];
-                st = g2p__arena_join(g, sym, res_len[o], (flags & MHA_G2P_NO_STRESS) != 0, &off);
-                free(sym);
-                if (st == MHA_OK)
-                    st = g2p__add_answer(g, off, p->woff, res_lp[o], MHA_G2P_SOURCE_MODEL, -1);
-            }
-            p->n_ans = g->n_ans - p->first_ans;
-        }
+        if (st == MHA_OK)
+            st = model_answers(g, pw, &mp, nbest, flags);
     }
     /* 3. pointers into the arena, now that it no longer moves */
-    for (size_t i = 0; st == MHA_OK && i < n_words; i++) {
-        if (status[i] != MHA_OK)
-            continue;
-        const size_t n = pw[i].n_ans < nbest ? pw[i].n_ans : nbest;
-        for (size_t k = 0; k < n; k++) {
-            const answer *a = &g->ans[pw[i].first_ans + k];
-            out[i * nbest + k] = (mha_g2p_pron){.phones = g->arena + a->off,
-                                                .word = g->arena + a->word_off,
-                                                .logprob = a->logprob, .source = a->source,
-                                                .lexicon = a->lexicon};
-        }
-        n_out[i] = n;
-    }
+    if (st == MHA_OK)
+        point_out(g, n_words, pw, status, nbest, out, n_out);
     if (st != MHA_OK) {
         for (size_t i = 0; i < n_words; i++)
             n_out[i] = 0;
@@ -448,10 +511,7 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
         free(norm[i]);
     free(norm);
     free(pw);
-    free(res);
-    free(res_len);
-    free(res_lp);
-    free(dec_of);
+    model_pass_free(&mp);
     return st != MHA_OK ? st : first_bad;
 }
 

@@ -187,6 +187,41 @@ static int copy_weights(mha_s2s *m, const mha_st_file *f, const char *path, char
     return MHA_OK;
 }
 
+/* A model's data (vocabularies src and tgt, word sizes sc and tc, direction): the first
+ * model's become the handle's (src and tgt taken); a later one (another of the ensemble, a
+ * rescorer) must have the same and its kind's direction (src and tgt freed). */
+static int take_data(mha_g2p *g, const mha_st_file *f, const char *path, int rescorer,
+                     size_t slot, g2p_vocab *src, g2p_vocab *tgt, size_t sc, size_t tc,
+                     int reverse, char *err, size_t errlen)
+{
+    if (!rescorer && slot == 0) {
+        const char *data = mha_st_meta(f, "data");
+        snprintf(g->data, sizeof g->data, "%s", data ? data : "");
+        g->src = *src;
+        g->tgt = *tgt;
+        g->max_src = sc;
+        g->max_tgt = tc;
+        return MHA_OK;
+    }
+    const int same = g2p_vocab_equal(src, &g->src) && g2p_vocab_equal(tgt, &g->tgt);
+    g2p_vocab_free(src);
+    g2p_vocab_free(tgt);
+    if (!same || sc != g->max_src || tc != g->max_tgt) {
+        set_err(err, errlen, "%s: a model of other data than the first (%s)", path,
+                !same ? "other symbols" : "other word sizes");
+        return MHA_EFORMAT;
+    }
+    const int want = rescorer ? g->rm_reverse : g->reverse;
+    if ((!rescorer || g->n_rm > 0) && reverse != want) {
+        set_err(err, errlen, "%s: it writes pronunciations %s, the %s %s", path,
+                reverse ? "right to left" : "left to right",
+                rescorer ? "other rescoring models" : "first model",
+                want ? "right to left" : "left to right");
+        return MHA_EFORMAT;
+    }
+    return MHA_OK;
+}
+
 /* The model of file *fp into the next slot of g (of the rescoring models when rescorer).
  * Its weights are copied now, or — when they are float32 and verified finite in the file —
  * at the first word the model answers (g2p__ready): the file is then g's (*fp = NULL). */
@@ -223,31 +258,9 @@ static int load_model(mha_g2p *g, mha_st_file **fp, const char *path, int thread
         g2p_vocab_free(&src);
         return st;
     }
-    if (!rescorer && slot == 0) {
-        const char *data = mha_st_meta(f, "data");
-        snprintf(g->data, sizeof g->data, "%s", data ? data : "");
-        g->src = src;
-        g->tgt = tgt;
-        g->max_src = sc;
-        g->max_tgt = tc;
-    } else {
-        const int same = g2p_vocab_equal(&src, &g->src) && g2p_vocab_equal(&tgt, &g->tgt);
-        g2p_vocab_free(&src);
-        g2p_vocab_free(&tgt);
-        if (!same || sc != g->max_src || tc != g->max_tgt) {
-            set_err(err, errlen, "%s: a model of other data than the first (%s)", path,
-                    !same ? "other symbols" : "other word sizes");
-            return MHA_EFORMAT;
-        }
-        const int want = rescorer ? g->rm_reverse : g->reverse;
-        if ((!rescorer || g->n_rm > 0) && reverse != want) {
-            set_err(err, errlen, "%s: it writes pronunciations %s, the %s %s", path,
-                    reverse ? "right to left" : "left to right",
-                    rescorer ? "other rescoring models" : "first model",
-                    want ? "right to left" : "left to right");
-            return MHA_EFORMAT;
-        }
-    }
+    if ((st = take_data(g, f, path, rescorer, slot, &src, &tgt, sc, tc, reverse, err,
+                        errlen)) != MHA_OK)
+        return st;
     mha_s2s_config mc = {.src_vocab = g->src.n, .tgt_vocab = g->tgt.n, .src_context = sc,
                          .tgt_context = tc, .enc_layers = le, .dec_layers = ld,
                          .heads = heads, .dim = dim, .mlp_dim = mlp, .threads = threads,

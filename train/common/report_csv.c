@@ -345,6 +345,70 @@ static int csv_read_path(const char *path, const char *header, report_history *h
     return kind;
 }
 
+/* 1 if the log at path exists and is this run's to go on with; another run's log (its
+ * sidecar names another run; one without is the run's whose checkpoint is resumed from this
+ * directory, same_dir) is refused when resuming without force, else moved aside. */
+static int own_log(const char *path, const char *dir, uint64_t step, const char *run_id,
+                   const char *resume, int same_dir, int force)
+{
+    struct stat sb;
+    const int exists = stat(path, &sb) == 0;
+    if (!exists && errno != ENOENT)
+        cli_die(CLI_EXIT_RUNTIME, "cannot read %s: %s", path, strerror(errno));
+    char theirs[RUNDIR_ID_CAP] = "", aside[CLI_PATH_CAP + 96];
+    const int has_id = exists && log_run_id(path, theirs);
+    if (!exists || (has_id ? strcmp(theirs, run_id) == 0 : step > 0 && same_dir))
+        return exists;
+    char who[64] = "no run id";
+    if (has_id)
+        snprintf(who, sizeof who, "run %s", theirs);
+    if (step > 0 && !force)
+        cli_die(CLI_EXIT_USAGE, "cannot resume %s (run %s) into --out %s: %s is the log "
+                "of another run (%s), and the two histories would be mixed; choose "
+                "another --out (or none: the checkpoint's own directory), or give --force "
+                "to move that log aside", resume, run_id, dir, path, who);
+    /* a new run's log starts afresh: the old one is kept aside, never replaced */
+    move_aside(path, "other", aside, sizeof aside);
+    fprintf(stderr, "%s: note: %s is the log of another run (%s): moved to %s\n",
+            cli_program(), path, who, aside);
+    return 0;
+}
+
+/* This run's log at path, resumed at `step` > 0: its rows up to `step` into h and the log
+ * cut after them (or rewritten under a newer header). Returns 1 when it goes on; 0 when it
+ * cannot (moved aside: it lacks steps up to `step`) or holds only later rows. */
+static int go_on_log(report_csv *c, const char *path, const char *header, report_history *h,
+                     uint64_t step)
+{
+    long long keep = 0;
+    const int kind = csv_read_path(path, header, h, step, &keep);
+    if (kind == CSV_OLDER) {
+        /* a log from before the last columns were added: rewritten whole under the new
+         * header (a temporary renamed over it), the new columns empty up to `step` */
+        c->good = csv_new(c, header, h);
+        return 1;
+    }
+    if (kind == CSV_SAME) {
+        /* cut the rows after `step`: one truncation at a line boundary, so a kill at any
+         * moment leaves rows 1..step (and possibly the later ones) */
+        if (truncate(path, (off_t)keep) != 0)
+            cli_die(CLI_EXIT_RUNTIME, "cannot cut %s after step %llu: %s", path,
+                    (unsigned long long)step, strerror(errno));
+        c->good = keep;
+        return 1;
+    }
+    if (kind != CSV_AFTER) { /* CSV_AFTER: every row is after the checkpoint's step: all
+                              * cut, as rows after it always are */
+        char aside[CLI_PATH_CAP + 96];
+        move_aside(path, "incomplete", aside, sizeof aside);
+        fprintf(stderr, "%s: note: %s does not hold every step from its first row up to the "
+                "checkpoint's step %llu: kept as %s; the new log starts after step %llu\n",
+                cli_program(), path, (unsigned long long)step, aside,
+                (unsigned long long)step);
+    }
+    return 0;
+}
+
 void report_csv_open(report_csv *c, const char *path, const char *header,
                      const char *const *fmts, report_history *h, uint64_t step,
                      const char *run_id, const char *resume, int force)
@@ -363,60 +427,14 @@ void report_csv_open(report_csv *c, const char *path, const char *header,
         snprintf(from, sizeof from, "%s/%s", rdir, base ? base + 1 : path);
     }
     const int same_dir = rdir[0] && cli_same_file(rdir, dir);
-    struct stat sb;
-    int exists = stat(path, &sb) == 0;
-    if (!exists && errno != ENOENT)
-        cli_die(CLI_EXIT_RUNTIME, "cannot read %s: %s", path, strerror(errno));
-    char theirs[RUNDIR_ID_CAP] = "", aside[CLI_PATH_CAP + 96];
-    const int has_id = exists && log_run_id(path, theirs);
-    /* whose log: the run its sidecar names; one without (from before run ids were written
-     * beside logs) is the run's whose checkpoint is resumed from this directory */
-    if (exists && (has_id ? strcmp(theirs, run_id) != 0 : !(step > 0 && same_dir))) {
-        char who[64] = "no run id";
-        if (has_id)
-            snprintf(who, sizeof who, "run %s", theirs);
-        if (step > 0 && !force)
-            cli_die(CLI_EXIT_USAGE, "cannot resume %s (run %s) into --out %s: %s is the log "
-                    "of another run (%s), and the two histories would be mixed; choose "
-                    "another --out (or none: the checkpoint's own directory), or give --force "
-                    "to move that log aside", resume, run_id, dir, path, who);
-        /* a new run's log starts afresh: the old one is kept aside, never replaced */
-        move_aside(path, "other", aside, sizeof aside);
-        fprintf(stderr, "%s: note: %s is the log of another run (%s): moved to %s\n",
-                cli_program(), path, who, aside);
-        exists = 0;
-    }
-    int kept = 0; /* the log in --out goes on */
-    long long keep = 0;
-    if (exists && step > 0) {
-        const int kind = csv_read_path(path, header, h, step, &keep);
-        if (kind == CSV_OLDER) {
-            /* a log from before the last columns were added: rewritten whole under the new
-             * header (a temporary renamed over it), the new columns empty up to `step` */
-            c->good = csv_new(c, header, h);
-            kept = 1;
-        } else if (kind == CSV_SAME) {
-            /* cut the rows after `step`: one truncation at a line boundary, so a kill at
-             * any moment leaves rows 1..step (and possibly the later ones) */
-            if (truncate(path, (off_t)keep) != 0)
-                cli_die(CLI_EXIT_RUNTIME, "cannot cut %s after step %llu: %s", path,
-                        (unsigned long long)step, strerror(errno));
-            c->good = keep;
-            kept = 1;
-        } else if (kind != CSV_AFTER) { /* CSV_AFTER: every row is after the checkpoint's
-                                          * step: all cut, as rows after it always are */
-            move_aside(path, "incomplete", aside, sizeof aside);
-            fprintf(stderr, "%s: note: %s does not hold every step from its first row up to "
-                    "the checkpoint's step %llu: kept as %s; the new log starts after step "
-                    "%llu\n", cli_program(), path, (unsigned long long)step, aside,
-                    (unsigned long long)step);
-        }
-    }
+    const int exists = own_log(path, dir, step, run_id, resume, same_dir, force);
+    const int kept = exists && step > 0 && go_on_log(c, path, header, h, step);
     if (!kept && step > 0) {
         /* a run that comes to this directory: its history up to `step` is that of the log
          * beside the checkpoint when that is the same run's (its sidecar names this run,
          * or it has none: it is then the checkpoint's directory's), copied; else absent */
         char id[RUNDIR_ID_CAP];
+        long long keep = 0;
         int copied = 0;
         if (from[0] && !cli_same_file(from, path) &&
             (!log_run_id(from, id) || strcmp(id, run_id) == 0)) {

@@ -31,7 +31,22 @@ static const char *size_mismatch(const g2p_config *a, const g2p_config *b)
     return "";
 }
 
-int g2p_average_main(const char *const *paths, size_t n, const char *out, int force)
+/* What the average keeps across its files, held where a leak checker sees it when a later
+ * file is refused and the program exits (cli_die). */
+typedef struct avg_state {
+    g2p_config cfg0;      /* the first file's configuration                           */
+    g2p_run r0;           /* and its model: its tensors receive the mean              */
+    double *sum;          /* [total] every weight summed over the files, in double     */
+    size_t total;
+    uint64_t step_max, steps_max;
+    double elapsed_max;
+    int same_run;         /* every file has the first's run id                        */
+    cJSON *from;          /* [{file, step}] the files averaged                        */
+} avg_state;
+static avg_state g_avg;
+
+/* --out: given, not one of the checkpoints, new unless force. */
+static void check_out(const char *const *paths, size_t n, const char *out, int force)
 {
     if (n == 0)
         cli_die_usage("average: name the checkpoints to average (mha-g2p average CKPT... "
@@ -46,106 +61,127 @@ int g2p_average_main(const char *const *paths, size_t n, const char *out, int fo
         cli_die_usage("average: %s exists (--force replaces it)", out);
     if (errno = 0, stat(out, &st) != 0 && errno != ENOENT)
         cli_die(CLI_EXIT_RUNTIME, "average: cannot use --out %s: %s", out, strerror(errno));
+}
 
-    /* what lives until the end, held where a leak checker sees it when a later file is
-     * refused and the program exits (cli_die) */
-    static g2p_config cfg0;
-    static g2p_run r0;
-    static double *sum;
-    size_t total = 0;
-    uint64_t step_max = 0, steps_max = 0;
-    double elapsed_max = 0;
-    int same_run = 1;
-    static cJSON *from;
-    from = cJSON_CreateArray();
-    if (!from)
+/* Checkpoint k (path; the first was `first`) as a model in *r with its configuration in
+ * *cfg; refused (exit 2) unless it is the first's model: the same sizes and vocabularies. */
+static void load_one(const avg_state *a, const char *path, const char *first, size_t k,
+                     g2p_config *cfg, g2p_run *r)
+{
+    g2p_defaults(cfg);
+    g2p_vocab src = {0}, tgt = {0};
+    char what[CLI_PATH_CAP + 32];
+    snprintf(what, sizeof what, "cannot average %s", path);
+    mha_st_file *f = g2p_open_checkpoint(path, what, NULL, cfg, &src, &tgt);
+    const char *id = mha_st_meta(f, "run_id");
+    snprintf(cfg->run_id, sizeof cfg->run_id, "%s", id && strlen(id) < sizeof cfg->run_id
+                                                      ? id : "");
+    if (k > 0) { /* the same model as the first, before this one is built */
+        const char *d = size_mismatch(&a->cfg0, cfg);
+        const int vocab =
+            !g2p_vocab_equal(&a->r0.src, &src) || !g2p_vocab_equal(&a->r0.tgt, &tgt);
+        if (*d || vocab) {
+            mha_st_free(f);
+            g2p_vocab_free(&src);
+            g2p_vocab_free(&tgt);
+            if (*d)
+                cli_die(CLI_EXIT_USAGE, "%s: its --%s differs from %s's: not the same "
+                        "model", what, d, first);
+            cli_die(CLI_EXIT_USAGE, "%s: its vocabularies differ from %s's: not the same "
+                    "model", what, first);
+        }
+    }
+    g2p_load_model(r, cfg, f, what, &src, &tgt, 1);
+    mha_st_free(f);
+    g2p_vocab_free(&src);
+    g2p_vocab_free(&tgt);
+}
+
+/* Checkpoint k's weights into the sums, its step, --steps and time into the maxima, its file
+ * into the list. */
+static void accumulate(avg_state *a, const char *path, size_t k, const g2p_config *cfg,
+                       const g2p_run *r)
+{
+    if (k == 0) {
+        a->cfg0 = *cfg;
+        for (size_t t = 0; t < r->n_pt; t++)
+            a->total += r->pt[t].numel;
+        a->sum = calloc(a->total + 1, sizeof *a->sum);
+        if (!a->sum)
+            cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    } else {
+        a->same_run &= strcmp(cfg->run_id, a->cfg0.run_id) == 0;
+    }
+    size_t o = 0;
+    for (size_t t = 0; t < r->n_pt; t++)
+        for (size_t i = 0; i < r->pt[t].numel; i++)
+            a->sum[o++] += (double)r->pt[t].p[i];
+    a->step_max = r->step > a->step_max ? r->step : a->step_max;
+    a->steps_max = cfg->steps > a->steps_max ? cfg->steps : a->steps_max;
+    a->elapsed_max = cfg->elapsed > a->elapsed_max ? cfg->elapsed : a->elapsed_max;
+    cJSON *e = cJSON_CreateObject();
+    if (!e || !cJSON_AddStringToObject(e, "file", path) ||
+        !cJSON_AddNumberToObject(e, "step", (double)r->step))
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    cJSON_AddItemToArray(a->from, e);
+}
+
+/* The mean of the n files into the first model's tensors (exit 2 if an element is not
+ * finite), its state that of a model nobody has evaluated yet, written to out. */
+static void write_mean(avg_state *a, size_t n, const char *out)
+{
+    g2p_run *r0 = &a->r0;
+    size_t o = 0;
+    for (size_t t = 0; t < r0->n_pt; t++)
+        for (size_t i = 0; i < r0->pt[t].numel; i++, o++) {
+            const float v = (float)(a->sum[o] / (double)n);
+            if (!isfinite(v))
+                cli_die(CLI_EXIT_USAGE, "average: %s is not finite in the mean",
+                        r0->pt[t].name);
+            r0->pt[t].p[i] = v;
+        }
+    free(a->sum);
+    a->sum = NULL;
+    r0->step = a->step_max;
+    r0->best_step = 0;
+    r0->best_wer = INFINITY;
+    r0->elapsed = a->elapsed_max;
+    a->cfg0.steps = a->steps_max;
+    if (!a->same_run)
+        a->cfg0.run_id[0] = '\0';
+    char *fj = cJSON_PrintUnformatted(a->from);
+    cJSON_Delete(a->from);
+    a->from = NULL;
+    if (!fj)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    r0->averaged_from = fj;
+    if (g2p_save(r0, &a->cfg0, out, 0) != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "average: %s was not written", out);
+    printf("mha-g2p average: the mean of %zu checkpoint%s (steps up to %llu) in %s\n", n,
+           n == 1 ? "" : "s", (unsigned long long)a->step_max, out);
+    r0->averaged_from = NULL;
+    free(fj);
+    g2p_run_destroy(r0);
+}
+
+int g2p_average_main(const char *const *paths, size_t n, const char *out, int force)
+{
+    check_out(paths, n, out, force);
+    avg_state *a = &g_avg;
+    a->same_run = 1;
+    a->from = cJSON_CreateArray();
+    if (!a->from)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     for (size_t k = 0; k < n; k++) {
         g2p_config cfg;
-        g2p_defaults(&cfg);
-        g2p_vocab src = {0}, tgt = {0};
-        char what[CLI_PATH_CAP + 32];
-        snprintf(what, sizeof what, "cannot average %s", paths[k]);
-        mha_st_file *f = g2p_open_checkpoint(paths[k], what, NULL, &cfg, &src, &tgt);
-        const char *id = mha_st_meta(f, "run_id");
-        snprintf(cfg.run_id, sizeof cfg.run_id, "%s", id && strlen(id) < sizeof cfg.run_id
-                                                        ? id : "");
-        if (k > 0) { /* the same model as the first, before this one is built */
-            const char *d = size_mismatch(&cfg0, &cfg);
-            const int vocab =
-                !g2p_vocab_equal(&r0.src, &src) || !g2p_vocab_equal(&r0.tgt, &tgt);
-            if (*d || vocab) {
-                mha_st_free(f);
-                g2p_vocab_free(&src);
-                g2p_vocab_free(&tgt);
-                if (*d)
-                    cli_die(CLI_EXIT_USAGE, "%s: its --%s differs from %s's: not the same "
-                            "model", what, d, paths[0]);
-                cli_die(CLI_EXIT_USAGE, "%s: its vocabularies differ from %s's: not the same "
-                        "model", what, paths[0]);
-            }
-        }
         g2p_run r;
-        g2p_load_model(&r, &cfg, f, what, &src, &tgt, 1);
-        mha_st_free(f);
-        if (k == 0) {
-            cfg0 = cfg;
-            for (size_t t = 0; t < r.n_pt; t++)
-                total += r.pt[t].numel;
-            sum = calloc(total + 1, sizeof *sum);
-            if (!sum)
-                cli_die(CLI_EXIT_RUNTIME, "out of memory");
-        } else {
-            same_run &= strcmp(cfg.run_id, cfg0.run_id) == 0;
-        }
-        size_t o = 0;
-        for (size_t t = 0; t < r.n_pt; t++)
-            for (size_t i = 0; i < r.pt[t].numel; i++)
-                sum[o++] += (double)r.pt[t].p[i];
-        step_max = r.step > step_max ? r.step : step_max;
-        steps_max = cfg.steps > steps_max ? cfg.steps : steps_max;
-        elapsed_max = cfg.elapsed > elapsed_max ? cfg.elapsed : elapsed_max;
-        cJSON *e = cJSON_CreateObject();
-        if (!e || !cJSON_AddStringToObject(e, "file", paths[k]) ||
-            !cJSON_AddNumberToObject(e, "step", (double)r.step))
-            cli_die(CLI_EXIT_RUNTIME, "out of memory");
-        cJSON_AddItemToArray(from, e);
-        g2p_vocab_free(&src);
-        g2p_vocab_free(&tgt);
+        load_one(a, paths[k], paths[0], k, &cfg, &r);
+        accumulate(a, paths[k], k, &cfg, &r);
         if (k == 0)
-            r0 = r; /* kept: its tensors receive the mean */
+            a->r0 = r; /* kept: its tensors receive the mean */
         else
             g2p_run_destroy(&r);
     }
-    size_t o = 0;
-    for (size_t t = 0; t < r0.n_pt; t++)
-        for (size_t i = 0; i < r0.pt[t].numel; i++, o++) {
-            const float v = (float)(sum[o] / (double)n);
-            if (!isfinite(v))
-                cli_die(CLI_EXIT_USAGE, "average: %s is not finite in the mean",
-                        r0.pt[t].name);
-            r0.pt[t].p[i] = v;
-        }
-    free(sum);
-    /* a model nobody has evaluated yet: the state says so, as a fresh run's does */
-    r0.step = step_max;
-    r0.best_step = 0;
-    r0.best_wer = INFINITY;
-    r0.elapsed = elapsed_max;
-    cfg0.steps = steps_max;
-    if (!same_run)
-        cfg0.run_id[0] = '\0';
-    char *fj = cJSON_PrintUnformatted(from);
-    cJSON_Delete(from);
-    if (!fj)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    r0.averaged_from = fj;
-    if (g2p_save(&r0, &cfg0, out, 0) != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "average: %s was not written", out);
-    printf("mha-g2p average: the mean of %zu checkpoint%s (steps up to %llu) in %s\n", n,
-           n == 1 ? "" : "s", (unsigned long long)step_max, out);
-    r0.averaged_from = NULL;
-    free(fj);
-    g2p_run_destroy(&r0);
+    write_mean(a, n, out);
     return 0;
 }

@@ -337,6 +337,82 @@ void g2p_set_free(g2p_set *s)
     memset(s, 0, sizeof *s);
 }
 
+/* Word w of d into o: its spelling code point by code point from *at (-1 where src lacks
+ * one), its pronunciations' tokens from *kt (-1 where tgt lacks one), in pronunciation
+ * order; whether it is usable, and the counts and first line of what is unknown. */
+static void encode_word(const g2p_dict *d, size_t w, const g2p_vocab *src, const g2p_vocab *tgt,
+                        g2p_set *o, size_t *at, size_t *kt)
+{
+    const g2p_word *wd = &d->words[w];
+    const unsigned char *t = (const unsigned char *)wd->text;
+    size_t len = strlen(wd->text), bad_line = 0;
+    int src_ok = 1, tgt_ok = 1;
+    o->src_off[w] = *at;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        size_t k = g2p__utf8_next(t + i, len - i, &cp);
+        k = k ? k : 1; /* cannot happen for a parsed dictionary */
+        char one[5] = {0};
+        memcpy(one, t + i, k);
+        int id = g2p_vocab_find(src, one);
+        src_ok &= id >= 0;
+        o->src[(*at)++] = id;
+        i += k;
+    }
+    if (!src_ok)
+        bad_line = d->prons[wd->first].line;
+    o->pron_off[w] = wd->first;
+    for (size_t p = wd->first; p < wd->first + wd->count; p++) {
+        const g2p_pron *pr = &d->prons[p];
+        int ok = 1;
+        o->pron_word[p] = w;
+        o->tgt_off[p] = *kt;
+        for (size_t j = 0; j < pr->len; j++) {
+            int id = g2p_vocab_find(tgt, d->tokens[pr->off + j]);
+            ok &= id >= 0;
+            o->tgt[(*kt)++] = id;
+        }
+        if (!ok) {
+            o->unknown_tgt_prons++;
+            if (bad_line == 0 || pr->line < bad_line)
+                bad_line = pr->line;
+        }
+        tgt_ok &= ok;
+    }
+    o->unknown_src_words += !src_ok;
+    o->unknown_tgt_words += !tgt_ok;
+    o->usable[w] = (unsigned char)(src_ok && tgt_ok);
+    o->skipped_words += !o->usable[w];
+    if (bad_line != 0 && (o->unknown_line_first == 0 || bad_line < o->unknown_line_first))
+        o->unknown_line_first = bad_line;
+}
+
+/* The usable words and their pronunciations, by split (word_idx, pron_idx and their
+ * offsets), and the longest spelling and pronunciation among them. */
+static void index_splits(const g2p_dict *d, g2p_set *o)
+{
+    const size_t W = o->n_words;
+    size_t nw = 0, np = 0;
+    for (int sp = 0; sp < G2P_NSPLIT; sp++) {
+        o->words_off[sp] = nw;
+        o->prons_off[sp] = np;
+        for (size_t w = 0; w < W; w++) {
+            if (!o->usable[w] || d->words[w].split != sp)
+                continue;
+            o->word_idx[nw++] = w;
+            size_t m = o->src_off[w + 1] - o->src_off[w];
+            o->max_src = m > o->max_src ? m : o->max_src;
+            for (size_t p = o->pron_off[w]; p < o->pron_off[w + 1]; p++) {
+                o->pron_idx[np++] = p;
+                size_t L = o->tgt_off[p + 1] - o->tgt_off[p];
+                o->max_tgt = L > o->max_tgt ? L : o->max_tgt;
+            }
+        }
+    }
+    o->words_off[G2P_NSPLIT] = nw;
+    o->prons_off[G2P_NSPLIT] = np;
+}
+
 int g2p_set_encode(const g2p_dict *d, const g2p_vocab *src, const g2p_vocab *tgt, g2p_set *s,
                    char *err, size_t errcap)
 {
@@ -362,75 +438,12 @@ int g2p_set_encode(const g2p_dict *d, const g2p_vocab *src, const g2p_vocab *tgt
         return util_fail(MHA_ENOMEM, err, errcap, "g2p_set_encode: out of memory");
     }
     size_t at = 0, kt = 0;
-    for (size_t w = 0; w < W; w++) {
-        const g2p_word *wd = &d->words[w];
-        /* the spelling, code point by code point (-1 where unknown) */
-        const unsigned char *t = (const unsigned char *)wd->text;
-        size_t len = strlen(wd->text), bad_line = 0;
-        int src_ok = 1, tgt_ok = 1;
-        o.src_off[w] = at;
-        for (size_t i = 0; i < len;) {
-            uint32_t cp = 0;
-            size_t k = g2p__utf8_next(t + i, len - i, &cp);
-            k = k ? k : 1; /* cannot happen for a parsed dictionary */
-            char one[5] = {0};
-            memcpy(one, t + i, k);
-            int id = g2p_vocab_find(src, one);
-            src_ok &= id >= 0;
-            o.src[at++] = id;
-            i += k;
-        }
-        if (!src_ok)
-            bad_line = d->prons[wd->first].line;
-        /* the pronunciations, laid out in pronunciation order */
-        o.pron_off[w] = wd->first;
-        for (size_t p = wd->first; p < wd->first + wd->count; p++) {
-            const g2p_pron *pr = &d->prons[p];
-            int ok = 1;
-            o.pron_word[p] = w;
-            o.tgt_off[p] = kt;
-            for (size_t j = 0; j < pr->len; j++) {
-                int id = g2p_vocab_find(tgt, d->tokens[pr->off + j]);
-                ok &= id >= 0;
-                o.tgt[kt++] = id;
-            }
-            if (!ok) {
-                o.unknown_tgt_prons++;
-                if (bad_line == 0 || pr->line < bad_line)
-                    bad_line = pr->line;
-            }
-            tgt_ok &= ok;
-        }
-        o.unknown_src_words += !src_ok;
-        o.unknown_tgt_words += !tgt_ok;
-        o.usable[w] = (unsigned char)(src_ok && tgt_ok);
-        o.skipped_words += !o.usable[w];
-        if (bad_line != 0 && (o.unknown_line_first == 0 || bad_line < o.unknown_line_first))
-            o.unknown_line_first = bad_line;
-    }
+    for (size_t w = 0; w < W; w++)
+        encode_word(d, w, src, tgt, &o, &at, &kt);
     o.src_off[W] = at;
     o.tgt_off[P] = kt;
     o.pron_off[W] = P;
-    /* usable words and their pronunciations, by split */
-    size_t nw = 0, np = 0;
-    for (int sp = 0; sp < G2P_NSPLIT; sp++) {
-        o.words_off[sp] = nw;
-        o.prons_off[sp] = np;
-        for (size_t w = 0; w < W; w++) {
-            if (!o.usable[w] || d->words[w].split != sp)
-                continue;
-            o.word_idx[nw++] = w;
-            size_t m = o.src_off[w + 1] - o.src_off[w];
-            o.max_src = m > o.max_src ? m : o.max_src;
-            for (size_t p = o.pron_off[w]; p < o.pron_off[w + 1]; p++) {
-                o.pron_idx[np++] = p;
-                size_t L = o.tgt_off[p + 1] - o.tgt_off[p];
-                o.max_tgt = L > o.max_tgt ? L : o.max_tgt;
-            }
-        }
-    }
-    o.words_off[G2P_NSPLIT] = nw;
-    o.prons_off[G2P_NSPLIT] = np;
+    index_splits(d, &o);
     *s = o;
     return MHA_OK;
 }

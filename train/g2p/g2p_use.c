@@ -285,6 +285,62 @@ static void check_decode_memory(double need, const char *what)
 /* pronounce: a thin user of the G2P library (mha_g2p.h): the model (and its ensemble),
  * --lexicon's dictionaries, then the model's own; each word's answers as dictionary
  * lines, PRONOUNCE_CHUNK words at a time (the command line's, or standard input's). */
+/* pronounce's handle: --model with --ensemble's and --rescore's models, the rescoring
+ * weight, the beam; exit as the library's status says when a model cannot be used. */
+static mha_g2p *open_handle(const g2p_config *cfg, int threads)
+{
+    char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
+    size_t n_ens = split_list(cfg->ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
+    char err[4 * CLI_PATH_CAP];
+    mha_g2p *g = NULL;
+    int st = mha_g2p_open(&g, cfg->model, threads, err, sizeof err);
+    if (st != MHA_OK)
+        cli_die(exit_of(st), "cannot use model %s: %s", cfg->model, err);
+    for (size_t i = 0; i < n_ens; i++)
+        if ((st = mha_g2p_add_model(g, paths[i], err, sizeof err)) != MHA_OK)
+            cli_die(exit_of(st), "cannot use model %s in an ensemble with %s: %s", paths[i],
+                    cfg->model, err);
+    char rpaths[G2P_MAX_MODELS][CLI_PATH_CAP];
+    const size_t n_resc = split_list(cfg->rescore, "--rescore", rpaths, G2P_MAX_MODELS);
+    for (size_t i = 0; i < n_resc; i++)
+        if ((st = mha_g2p_add_rescorer(g, rpaths[i], err, sizeof err)) != MHA_OK)
+            cli_die(exit_of(st), "cannot use model %s for rescoring with %s: %s", rpaths[i],
+                    cfg->model, err);
+    cli_check(mha_g2p_set_rescore_weight(g, cfg->rescore_weight), "--rescore-weight");
+    if (!mha_g2p_checksummed(g))
+        fprintf(stderr, "%s: note: the model (%s%s%s) has no checksums (written before they "
+                "existed): a damaged byte in it cannot be caught\n", cli_program(), cfg->model,
+                n_ens || n_resc ? " or a model of " : "",
+                n_ens ? "--ensemble" : n_resc ? "--rescore" : "");
+    cli_check(mha_g2p_set_beam(g, cfg->beam, cfg->alpha), "decoding options");
+    return g;
+}
+
+/* pronounce's lexicons into the handle: --lexicon's in order, then the dictionary the model
+ * was trained on (a note when it is not there); their paths into lex. Returns how many. */
+static size_t add_lexicons(mha_g2p *g, const g2p_config *cfg, char (*lex)[CLI_PATH_CAP])
+{
+    size_t n_lex = 0;
+    if (!cfg->no_lexicon) {
+        n_lex = split_list(cfg->lexicon, "--lexicon", lex, G2P_MAX_LEXICONS);
+        if (mha_g2p_model_data(g)[0]) {
+            g2p_default_path(lex[n_lex], CLI_PATH_CAP, mha_g2p_model_data(g));
+            if (access(lex[n_lex], R_OK) == 0)
+                n_lex++;
+            else
+                fprintf(stderr, "%s: note: %s, the dictionary the model was trained on, is "
+                        "not there: the model answers every word\n", cli_program(),
+                        lex[n_lex]);
+        }
+    }
+    char err[4 * CLI_PATH_CAP];
+    int st;
+    for (size_t i = 0; i < n_lex; i++)
+        if ((st = mha_g2p_add_lexicon(g, lex[i], NULL, err, sizeof err)) != MHA_OK)
+            cli_die(exit_of(st), "lexicon: %s", err);
+    return n_lex;
+}
+
 int g2p_pronounce_main(int argc, char **argv)
 {
     g2p_config cfg;
@@ -296,49 +352,9 @@ int g2p_pronounce_main(int argc, char **argv)
     if (cfg.rescore[0] && cfg.beam < 2)
         cli_die_usage("--rescore rescores the beam's list: it needs --beam 2 or more");
     int bad_any = 0;
-    char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
-    size_t n_ens = split_list(cfg.ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
-    const int threads = cli_check_threads(cfg.run_threads, 1);
-    char err[4 * CLI_PATH_CAP];
-    mha_g2p *g = NULL;
-    int st = mha_g2p_open(&g, cfg.model, threads, err, sizeof err);
-    if (st != MHA_OK)
-        cli_die(exit_of(st), "cannot use model %s: %s", cfg.model, err);
-    for (size_t i = 0; i < n_ens; i++)
-        if ((st = mha_g2p_add_model(g, paths[i], err, sizeof err)) != MHA_OK)
-            cli_die(exit_of(st), "cannot use model %s in an ensemble with %s: %s", paths[i],
-                    cfg.model, err);
-    char rpaths[G2P_MAX_MODELS][CLI_PATH_CAP];
-    const size_t n_resc = split_list(cfg.rescore, "--rescore", rpaths, G2P_MAX_MODELS);
-    for (size_t i = 0; i < n_resc; i++)
-        if ((st = mha_g2p_add_rescorer(g, rpaths[i], err, sizeof err)) != MHA_OK)
-            cli_die(exit_of(st), "cannot use model %s for rescoring with %s: %s", rpaths[i],
-                    cfg.model, err);
-    cli_check(mha_g2p_set_rescore_weight(g, cfg.rescore_weight), "--rescore-weight");
-    if (!mha_g2p_checksummed(g))
-        fprintf(stderr, "%s: note: the model (%s%s%s) has no checksums (written before they "
-                "existed): a damaged byte in it cannot be caught\n", cli_program(), cfg.model,
-                n_ens || n_resc ? " or a model of " : "",
-                n_ens ? "--ensemble" : n_resc ? "--rescore" : "");
-    cli_check(mha_g2p_set_beam(g, cfg.beam, cfg.alpha), "decoding options");
-    /* lexicons: --lexicon's in order, then the dictionary the model was trained on */
+    mha_g2p *g = open_handle(&cfg, cli_check_threads(cfg.run_threads, 1));
     char lex[G2P_MAX_LEXICONS + 1][CLI_PATH_CAP];
-    size_t n_lex = 0;
-    if (!cfg.no_lexicon) {
-        n_lex = split_list(cfg.lexicon, "--lexicon", lex, G2P_MAX_LEXICONS);
-        if (mha_g2p_model_data(g)[0]) {
-            g2p_default_path(lex[n_lex], sizeof lex[n_lex], mha_g2p_model_data(g));
-            if (access(lex[n_lex], R_OK) == 0)
-                n_lex++;
-            else
-                fprintf(stderr, "%s: note: %s, the dictionary the model was trained on, is "
-                        "not there: the model answers every word\n", cli_program(),
-                        lex[n_lex]);
-        }
-    }
-    for (size_t i = 0; i < n_lex; i++)
-        if ((st = mha_g2p_add_lexicon(g, lex[i], NULL, err, sizeof err)) != MHA_OK)
-            cli_die(exit_of(st), "lexicon: %s", err);
+    add_lexicons(g, &cfg, lex);
     size_t need;
     cli_check(mha_g2p_memory(g, &need), "memory estimate");
     check_decode_memory((double)need, "pronounce");
@@ -462,6 +478,53 @@ static void eval_pass(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
     g2p_decoder_free(&d);
 }
 
+/* eval's passes (greedy; with --beam, the beam's too) and its files in out: errors.txt (the
+ * last pass's wrong words) and eval.json, each written whole or not at all. */
+static void eval_write(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
+                       const g2p_dict *dict, const g2p_set *s, int split, const int32_t *map,
+                       const char *dict_path, const char *out)
+{
+    cli_prepare_out_dir(out);
+    char epath[CLI_PATH_CAP + 32], jpath[CLI_PATH_CAP + 32];
+    snprintf(epath, sizeof epath, "%s/errors.txt", out);
+    snprintf(jpath, sizeof jpath, "%s/eval.json", out);
+    char tmp[CLI_PATH_CAP + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp", epath);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", tmp);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", cfg->model);
+    if (ms->n > 1) {
+        cJSON *e = cJSON_AddArrayToObject(root, "ensemble");
+        for (size_t i = 1; i < ms->n; i++)
+            cJSON_AddItemToArray(e, cJSON_CreateString(ms->path[i]));
+    }
+    cJSON_AddStringToObject(root, "dictionary", dict_path);
+    cJSON_AddStringToObject(root, "words", split < 0               ? "all"
+                                           : split == G2P_VALID ? "validation"
+                                                                : "test");
+    const size_t beam = cfg->beam;
+    eval_pass(ms, NULL, cfg, dict, s, split, map, 1, cJSON_AddObjectToObject(root, "greedy"),
+              beam == 1 ? f : NULL);
+    if (beam > 1) {
+        cJSON *b = cJSON_AddObjectToObject(root, "beam");
+        cJSON_AddNumberToObject(b, "width", (double)beam);
+        cJSON_AddNumberToObject(b, "alpha", cfg->alpha);
+        if (rs->n) {
+            cJSON *e = cJSON_AddArrayToObject(b, "rescore");
+            for (size_t i = 0; i < rs->n; i++)
+                cJSON_AddItemToArray(e, cJSON_CreateString(rs->path[i]));
+            cJSON_AddNumberToObject(b, "rescore_weight", cfg->rescore_weight);
+        }
+        eval_pass(ms, rs, cfg, dict, s, split, map, beam, b, f);
+    }
+    if (fclose(f) != 0 || rename(tmp, epath) != 0)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", epath);
+    report_write_json(root, jpath, 1);
+    printf("  wrong words in %s, numbers in %s\n", epath, jpath);
+}
+
 int g2p_eval_main(int argc, char **argv)
 {
     g2p_config cfg;
@@ -507,44 +570,7 @@ int g2p_eval_main(int argc, char **argv)
            ms.n > 1 ? " + " : "", ms.n > 1 ? cfg.ensemble : "", dict_path, split < 0 ? "every word" : split == G2P_VALID ? "validation words"
                                                                      : "test words",
            s.skipped_words);
-    cli_prepare_out_dir(out);
-    char epath[CLI_PATH_CAP + 32], jpath[CLI_PATH_CAP + 32];
-    snprintf(epath, sizeof epath, "%s/errors.txt", out);
-    snprintf(jpath, sizeof jpath, "%s/eval.json", out);
-    char tmp[CLI_PATH_CAP + 64];
-    snprintf(tmp, sizeof tmp, "%s.tmp", epath);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", tmp);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "model", cfg.model);
-    if (ms.n > 1) {
-        cJSON *e = cJSON_AddArrayToObject(root, "ensemble");
-        for (size_t i = 1; i < ms.n; i++)
-            cJSON_AddItemToArray(e, cJSON_CreateString(ms.path[i]));
-    }
-    cJSON_AddStringToObject(root, "dictionary", dict_path);
-    cJSON_AddStringToObject(root, "words", split < 0               ? "all"
-                                           : split == G2P_VALID ? "validation"
-                                                                : "test");
-    eval_pass(&ms, NULL, &cfg, &dict, &s, split, map, 1,
-              cJSON_AddObjectToObject(root, "greedy"), beam == 1 ? f : NULL);
-    if (beam > 1) {
-        cJSON *b = cJSON_AddObjectToObject(root, "beam");
-        cJSON_AddNumberToObject(b, "width", (double)beam);
-        cJSON_AddNumberToObject(b, "alpha", alpha);
-        if (rs.n) {
-            cJSON *e = cJSON_AddArrayToObject(b, "rescore");
-            for (size_t i = 0; i < rs.n; i++)
-                cJSON_AddItemToArray(e, cJSON_CreateString(rs.path[i]));
-            cJSON_AddNumberToObject(b, "rescore_weight", cfg.rescore_weight);
-        }
-        eval_pass(&ms, &rs, &cfg, &dict, &s, split, map, beam, b, f);
-    }
-    if (fclose(f) != 0 || rename(tmp, epath) != 0)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s", epath);
-    report_write_json(root, jpath, 1);
-    printf("  wrong words in %s, numbers in %s\n", epath, jpath);
+    eval_write(&ms, &rs, &cfg, &dict, &s, split, map, dict_path, out);
     free(map);
     g2p_vocab_free(&reduced);
     g2p_set_free(&s);
