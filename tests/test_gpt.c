@@ -23,26 +23,14 @@
 #define GC_ATOL 1e-7
 #define GC_RTOL 1e-6
 
-/* Fill every parameter tensor of a block/model with uniform values in ±scale. */
-static void randomize_block(mhad_block *blk, uint64_t seed)
-{
-    for (size_t i = 0; i < MHA_BLOCK_NUM_TENSORS; i++) {
-        mha_param_info in;
-        double *p;
-        assert_int_equal(mhad_block_tensor(blk, i, &in, &p, NULL), MHA_OK);
-        double lo = in.role == MHA_ROLE_NORM_WEIGHT ? 0.5 : -0.5;
-        fill_uniform(p, in.numel, lo, lo + 1.0, seed + i);
-    }
-}
-
+/* Every parameter tensor of a model by fill_param. */
 static void randomize_gpt(mhad_gpt *g, uint64_t seed)
 {
     for (size_t i = 0; i < mhad_gpt_num_tensors(g); i++) {
         mha_param_info in;
         double *p;
         assert_int_equal(mhad_gpt_tensor(g, i, &in, &p, NULL), MHA_OK);
-        double lo = in.role == MHA_ROLE_NORM_WEIGHT ? 0.5 : -0.5;
-        fill_uniform(p, in.numel, lo, lo + 1.0, seed + 7 * i);
+        fill_param(p, &in, seed + 7 * i);
     }
 }
 
@@ -217,17 +205,6 @@ static mha_gpt_config small_config(double p_attn, double p_resid, uint64_t seed)
     return c;
 }
 
-static void fill_tokens(int32_t *x, size_t n, int32_t V, uint64_t seed)
-{
-    mha_pcg32 rng;
-    mha_pcg32_seed(&rng, seed, 5);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        mha_pcg32_bounded(&rng, (uint32_t)V, &u);
-        x[i] = (int32_t)u;
-    }
-}
-
 static void check_gpt(double p_attn, double p_resid, size_t B, size_t T, uint64_t seed)
 {
     mha_gpt_config cfg = small_config(p_attn, p_resid, seed);
@@ -236,8 +213,8 @@ static void check_gpt(double p_attn, double p_resid, size_t B, size_t T, uint64_
     randomize_gpt(pb.g, seed);
     pb.tok = malloc(B * T * sizeof(int32_t));
     pb.tgt = malloc(B * T * sizeof(int32_t));
-    fill_tokens(pb.tok, B * T, (int32_t)cfg.vocab, seed + 1);
-    fill_tokens(pb.tgt, B * T, (int32_t)cfg.vocab, seed + 2);
+    fill_ids(pb.tok, B * T, 0, (int32_t)cfg.vocab, seed + 1);
+    fill_ids(pb.tgt, B * T, 0, (int32_t)cfg.vocab, seed + 2);
     pb.tgt[1] = -1; /* a position without a target */
 
     double l0;
@@ -314,8 +291,8 @@ static void gpt_model_f32_matches_f64(void **state)
             pd[k] = (double)pf[k];
     }
     int32_t tok[27], tgt[27];
-    fill_tokens(tok, 27, 13, 1);
-    fill_tokens(tgt, 27, 13, 2);
+    fill_ids(tok, 27, 0, 13, 1);
+    fill_ids(tgt, 27, 0, 13, 2);
     double ld, lf;
     assert_int_equal(mhad_gpt_forward(gd, 1, 3, 9, tok, tgt, &ld), MHA_OK);
     assert_int_equal(mha_gpt_forward(gf, 1, 3, 9, tok, tgt, &lf), MHA_OK);
@@ -361,7 +338,7 @@ static void gpt_infer_matches_full_forward(void **state)
     cfg.context = 10;
     const size_t B = 2, T = 10, V = cfg.vocab;
     int32_t tok[20];
-    fill_tokens(tok, B * T, (int32_t)V, 3);
+    fill_ids(tok, B * T, 0, (int32_t)V, 3);
     for (int prec = 0; prec < 2; prec++) {
         double *full = malloc(B * T * V * sizeof(double));
         double step_logits[2 * 7], first[2 * 7];
@@ -562,8 +539,8 @@ static void gpt_backward_accumulates(void **state)
     assert_int_equal(mhad_gpt_create(&g, &cfg, 2), MHA_OK);
     randomize_gpt(g, 51);
     int32_t tok[12], tgt[12];
-    fill_tokens(tok, 12, 7, 1);
-    fill_tokens(tgt, 12, 7, 2);
+    fill_ids(tok, 12, 0, 7, 1);
+    fill_ids(tgt, 12, 0, 7, 2);
     const size_t n = mhad_gpt_num_tensors(g);
     double **once = calloc(n, sizeof *once);
     for (int pass = 0; pass < 2; pass++) {
@@ -641,8 +618,8 @@ static void gpt_grad_hook_reports_final_ranges(void **state)
         off += in.numel;
     }
     int32_t tok[12], tgt[12];
-    fill_tokens(tok, 12, 7, 3);
-    fill_tokens(tgt, 12, 7, 4);
+    fill_ids(tok, 12, 0, 7, 3);
+    fill_ids(tgt, 12, 0, 7, 4);
     assert_int_equal(mhad_gpt_set_grad_hook(NULL, record_hook, &h), MHA_EINVAL);
     assert_int_equal(mhad_gpt_set_grad_hook(g, record_hook, &h), MHA_OK);
     assert_int_equal(mhad_gpt_forward(g, 1, 2, 6, tok, tgt, NULL), MHA_OK);
@@ -688,8 +665,8 @@ static void gpt_dropout_batch_offset_slices(void **state)
     randomize_gpt(g, 57);
     const size_t B = 4, T = 6, half = 2, V = 7;
     int32_t tok[24], tgt[24];
-    fill_tokens(tok, 24, 7, 5);
-    fill_tokens(tgt, 24, 7, 6);
+    fill_ids(tok, 24, 0, 7, 5);
+    fill_ids(tgt, 24, 0, 7, 6);
     size_t total = 0, shape[3];
     assert_int_equal(mhad_gpt_param_count(g, &total), MHA_OK);
     const size_t n = mhad_gpt_num_tensors(g);
@@ -766,8 +743,8 @@ static void gpt_refusals(void **state)
 
     assert_int_equal(mha_gpt_create(&g, &cfg, 2), MHA_OK);
     int32_t tok[12], tgt[12];
-    fill_tokens(tok, 12, 7, 1);
-    fill_tokens(tgt, 12, 7, 2);
+    fill_ids(tok, 12, 0, 7, 1);
+    fill_ids(tgt, 12, 0, 7, 2);
     assert_int_equal(mha_gpt_backward(g), MHA_ESTATE);
     assert_null(mha_gpt_logits(g, NULL));
     double loss = 99;
@@ -823,8 +800,8 @@ static void gpt_thread_count_independent(void **state)
         mhad_gpt *g;
         assert_int_equal(mhad_gpt_create(&g, &cfg, 3), MHA_OK);
         int32_t tok[18], tgt[18];
-        fill_tokens(tok, 18, 7, 1);
-        fill_tokens(tgt, 18, 7, 2);
+        fill_ids(tok, 18, 0, 7, 1);
+        fill_ids(tgt, 18, 0, 7, 2);
         assert_int_equal(mhad_gpt_forward(g, 1, 3, 6, tok, tgt, &loss[k]), MHA_OK);
         assert_int_equal(mhad_gpt_backward(g), MHA_OK);
         double *wte_grad;

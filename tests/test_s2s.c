@@ -34,40 +34,14 @@ enum { BOS = 1, EOS = 2 };
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    assert_non_null(p);
-    return p;
-}
-
-static double uniform_lo(mha_tensor_role role) { return role == MHA_ROLE_NORM_WEIGHT ? 0.5 : -0.5; }
-
-/* Every parameter tensor uniform in ±0.5 (LayerNorm weights in [0.5, 1.5]). */
-static void randomize_block(mhad_block *blk, uint64_t seed)
-{
-    for (size_t i = 0; i < MHA_BLOCK_NUM_TENSORS; i++) {
-        mha_param_info in;
-        double *p;
-        assert_int_equal(mhad_block_tensor(blk, i, &in, &p, NULL), MHA_OK);
-        fill_uniform(p, in.numel, uniform_lo(in.role), uniform_lo(in.role) + 1.0, seed + i);
-    }
-}
-
+/* Every parameter tensor of a decoder block or model by fill_param. */
 static void randomize_dec(mhad_decoder_block *blk, uint64_t seed)
 {
     for (size_t i = 0; i < MHA_DEC_BLOCK_NUM_TENSORS; i++) {
         mha_param_info in;
         double *p;
         assert_int_equal(mhad_decoder_block_tensor(blk, i, &in, &p, NULL), MHA_OK);
-        fill_uniform(p, in.numel, uniform_lo(in.role), uniform_lo(in.role) + 1.0, seed + i);
+        fill_param(p, &in, seed + i);
     }
 }
 
@@ -77,19 +51,7 @@ static void randomize_s2s(mhad_s2s *m, uint64_t seed)
         mha_param_info in;
         double *p;
         assert_int_equal(mhad_s2s_tensor(m, i, &in, &p, NULL), MHA_OK);
-        fill_uniform(p, in.numel, uniform_lo(in.role), uniform_lo(in.role) + 1.0, seed + 7 * i);
-    }
-}
-
-/* ids x[n] uniform in [lo, hi). */
-static void fill_ids(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed)
-{
-    mha_pcg32 rng;
-    mha_pcg32_seed(&rng, seed, 5);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        mha_pcg32_bounded(&rng, (uint32_t)(hi - lo), &u);
-        x[i] = lo + (int32_t)u;
+        fill_param(p, &in, seed + 7 * i);
     }
 }
 

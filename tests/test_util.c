@@ -29,6 +29,47 @@ void fill_uniform(double *x, size_t n, double lo, double hi, uint64_t seed)
         x[i] = lo + (hi - lo) * mha_pcg32_double(&rng);
 }
 
+void fill_param(double *p, const mha_param_info *in, uint64_t seed)
+{
+    const double lo = in->role == MHA_ROLE_NORM_WEIGHT ? 0.5 : -0.5;
+    fill_uniform(p, in->numel, lo, lo + 1.0, seed);
+}
+
+void randomize_block(mhad_block *blk, uint64_t seed)
+{
+    for (size_t i = 0; i < MHA_BLOCK_NUM_TENSORS; i++) {
+        mha_param_info in;
+        double *p;
+        assert_int_equal(mhad_block_tensor(blk, i, &in, &p, NULL), MHA_OK);
+        fill_param(p, &in, seed + i);
+    }
+}
+
+void fill_ids(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed)
+{
+    mha_pcg32 rng;
+    mha_pcg32_seed(&rng, seed, 5);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        mha_pcg32_bounded(&rng, (uint32_t)(hi - lo), &u);
+        x[i] = lo + (int32_t)u;
+    }
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    assert_non_null(p);
+    return p;
+}
+
 void fill_uniform_f(float *x, size_t n, float lo, float hi, uint64_t seed)
 {
     mha_pcg32 rng;

@@ -24,6 +24,17 @@ void assert_close_impl(double actual, double expected, double atol, double rtol,
 void fill_uniform(double *x, size_t n, double lo, double hi, uint64_t seed);
 void fill_uniform_f(float *x, size_t n, float lo, float hi, uint64_t seed);
 
+/* The parameter tensor `in` describes (p[in->numel]) by fill_uniform: in ±0.5, a LayerNorm
+ * weight in [0.5, 1.5] (away from 0). */
+void fill_param(double *p, const mha_param_info *in, uint64_t seed);
+/* Every parameter tensor of a float64 block by fill_param (tensor i with seed + i). */
+void randomize_block(mhad_block *blk, uint64_t seed);
+/* ids x[n] uniform in [lo, hi) from PCG32(seed, stream 5). */
+void fill_ids(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed);
+/* malloc and calloc that fail the test instead of returning NULL (size 0: one byte). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+
 /* ‖a − b‖₂ / ‖b‖₂ (0 when both are 0) and max |a_i − b_i|. */
 double rel_l2_diff(const double *a, const double *b, size_t n);
 double max_abs_diff(const double *a, const double *b, size_t n);
