@@ -129,14 +129,9 @@ static fixture *fixture_new(uint64_t steps, uint64_t eval_every)
     train_loop *L = &f->L;
     train_loop_init(L);
     L->h = (train_hooks){&f->t, fwd, bwd, evaluate, save, describe, NULL};
-    L->opt = f->opt;
-    L->sched = (mha_lr_schedule){.base_lr = 0.1, .min_lr = 0.01, .warmup_steps = 0,
-                                 .total_steps = steps};
-    L->pt = &f->pt;
-    L->n_pt = 1;
-    L->step = &f->t.step;
-    L->steps = L->end = steps;
-    L->eval_every = eval_every;
+    train_loop_plan(L, f->opt, &f->pt, 1, &f->t.step,
+                    &(train_plan){.lr = 0.1, .min_lr = 0.01, .steps = steps,
+                                  .eval_every = eval_every});
     L->n_cols = 1;
     L->best_col = TRAIN_COL_EVAL;
     L->best = &f->t.best;

@@ -22,6 +22,35 @@ void train_loop_init(train_loop *L)
         L->last[k] = NAN;
 }
 
+mha_optimizer *train_adamw(double beta2, double weight_decay)
+{
+    mha_optim_config oc;
+    cli_check(mha_optim_default_config(MHA_OPTIM_ADAMW, &oc), "optimizer");
+    oc.beta1 = 0.9;
+    oc.beta2 = beta2;
+    oc.eps = 1e-8;
+    oc.weight_decay = weight_decay;
+    mha_optimizer *o = NULL;
+    cli_check(mha_optim_create(&o, &oc), "cannot create the optimizer");
+    return o;
+}
+
+void train_loop_plan(train_loop *L, mha_optimizer *opt, const ckpt_tensor *pt, size_t n_pt,
+                     uint64_t *step, const train_plan *p)
+{
+    L->opt = opt;
+    L->pt = pt;
+    L->n_pt = n_pt;
+    L->step = step;
+    L->sched = (mha_lr_schedule){.base_lr = p->lr, .min_lr = p->min_lr,
+                                 .warmup_steps = p->warmup, .total_steps = p->steps};
+    L->clip = p->clip;
+    L->steps = p->steps;
+    L->end = p->stop_after && p->stop_after < p->steps ? p->stop_after : p->steps;
+    L->eval_every = p->eval_every;
+    L->ckpt_every = p->ckpt_every;
+}
+
 /* The early evaluations' interval (every eval_every / 4 steps below eval_every). */
 static uint64_t early_every(const train_loop *L)
 {

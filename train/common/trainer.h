@@ -109,6 +109,22 @@ typedef struct train_loop {
 
 /* Zero *L, no best column, no evaluation yet. */
 void train_loop_init(train_loop *L);
+
+/* What every program's options give the loop: the cosine schedule from lr to min_lr after
+ * warmup steps over steps, the global-norm clip, the last step of this process (stop_after
+ * when it comes first; 0: none), evaluations every eval_every steps, checkpoints every
+ * ckpt_every steps (0: only at the end). */
+typedef struct train_plan {
+    double lr, min_lr, clip;
+    uint64_t warmup, steps, stop_after, eval_every, ckpt_every;
+} train_plan;
+/* The programs' AdamW (torch.optim.AdamW with β1 0.9, β2 beta2, ε 1e-8 and decoupled decay
+ * weight_decay; its groups are added by the caller); exit 1 if it cannot be made. */
+mha_optimizer *train_adamw(double beta2, double weight_decay);
+/* Set L's optimizer (over the tensors pt[n_pt], checked for finiteness), the program's step
+ * counter and the plan p. */
+void train_loop_plan(train_loop *L, mha_optimizer *opt, const ckpt_tensor *pt, size_t n_pt,
+                     uint64_t *step, const train_plan *p);
 /* 1 if step s (1-based, after its update) evaluates: every eval_every steps, the last step
  * --steps, and with early_evals every eval_every / 4 steps below eval_every. */
 int train_loop_is_eval_step(const train_loop *L, uint64_t s);

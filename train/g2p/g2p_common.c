@@ -9,6 +9,8 @@
 
 #include <cJSON.h>
 
+#include "trainer.h"
+
 #define OFF(f) offsetof(g2p_config, f)
 /* ckpt: 1 = defines the model or the data (a different explicit value on --resume is
  * refused), 2 = taken from the checkpoint unless given again, 0 = not stored. */
@@ -262,15 +264,8 @@ void g2p_run_create(g2p_run *r, const g2p_config *cfg, const g2p_vocab *src,
                          /* without the optimizer the caller loads every weight next */
                          .no_init = !with_optimizer};
     cli_check(mha_s2s_create(&r->m, &mc, max_batch), "cannot create the model");
-    if (with_optimizer) {
-        mha_optim_config oc;
-        cli_check(mha_optim_default_config(MHA_OPTIM_ADAMW, &oc), "optimizer");
-        oc.beta1 = 0.9;
-        oc.beta2 = cfg->beta2;
-        oc.eps = 1e-8;
-        oc.weight_decay = cfg->weight_decay;
-        cli_check(mha_optim_create(&r->opt, &oc), "cannot create the optimizer");
-    }
+    if (with_optimizer)
+        r->opt = train_adamw(cfg->beta2, cfg->weight_decay);
     r->n_pt = mha_s2s_num_tensors(r->m);
     char err[256];
     if (ckpt_tensors_of_model(r->m, r->n_pt, s2s_tensor_fn, r->opt, cfg->weight_decay, 0,

@@ -218,16 +218,9 @@ static void loop_setup(trainer *t, report_csv *csv, report_progress *prog)
     const g2p_config *c = &t->cfg;
     train_loop *L = &t->loop;
     L->h = (train_hooks){t, forward, backward, evaluate, save, describe, dist_max};
-    L->opt = t->r.opt;
-    L->sched = (mha_lr_schedule){.base_lr = c->lr, .min_lr = c->min_lr,
-                                 .warmup_steps = c->warmup, .total_steps = c->steps};
-    L->clip = c->clip;
-    L->pt = t->r.pt;
-    L->n_pt = t->r.n_pt;
-    L->step = &t->r.step;
-    L->steps = c->steps;
-    L->end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
-    L->eval_every = c->eval_every;
+    train_loop_plan(L, t->r.opt, t->r.pt, t->r.n_pt, &t->r.step,
+                    &(train_plan){c->lr, c->min_lr, c->clip, c->warmup, c->steps, c->stop_after,
+                                  c->eval_every, c->ckpt_every});
     /* greedy decoding of the validation words: about a forward of them, a third of a
      * training step per batch of words */
     const size_t words = t->set.words_off[G2P_VALID + 1] - t->set.words_off[G2P_VALID];
@@ -237,7 +230,6 @@ static void loop_setup(trainer *t, report_csv *csv, report_progress *prog)
     L->best_col = H_WER;
     L->best = &t->r.best_wer;
     L->best_step = &t->r.best_step;
-    L->ckpt_every = c->ckpt_every;
     L->keep = c->keep_checkpoints;
     L->out = c->out;
     L->ckpt_path = t->ckpt_path;

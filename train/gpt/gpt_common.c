@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer.h"
+
 
 #define OFF(f) offsetof(gpt_run_config, f)
 /* ckpt: 1 = defines the model or the data (a different explicit value on --resume is
@@ -152,15 +154,8 @@ void gpt_run_create(gpt_run *r, const gpt_run_config *cfg, size_t V, size_t max_
                          /* without the optimizer (sample) the caller loads the weights */
                          .no_init = !with_optimizer};
     cli_check(mha_gpt_create(&r->g, &mc, max_batch), "cannot create the model");
-    if (with_optimizer) {
-        mha_optim_config oc;
-        cli_check(mha_optim_default_config(MHA_OPTIM_ADAMW, &oc), "optimizer");
-        oc.beta1 = 0.9;
-        oc.beta2 = cfg->beta2;
-        oc.eps = 1e-8;
-        oc.weight_decay = cfg->weight_decay;
-        cli_check(mha_optim_create(&r->opt, &oc), "cannot create the optimizer");
-    }
+    if (with_optimizer)
+        r->opt = train_adamw(cfg->beta2, cfg->weight_decay);
     r->n_pt = mha_gpt_num_tensors(r->g);
     char err[256];
     if (ckpt_tensors_of_model(r->g, r->n_pt, gpt_tensor_fn, r->opt, cfg->weight_decay,

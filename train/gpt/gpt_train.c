@@ -421,22 +421,14 @@ static void loop_setup(trainer *t, report_csv *csv, report_progress *prog)
     const gpt_run_config *c = &t->cfg;
     train_loop *L = &t->loop;
     L->h = (train_hooks){t, forward, backward, evaluate_both, save, describe, dist_max};
-    L->opt = t->r.opt;
-    L->sched = (mha_lr_schedule){.base_lr = c->lr, .min_lr = c->min_lr,
-                                 .warmup_steps = c->warmup, .total_steps = c->steps};
-    L->clip = c->clip;
-    L->pt = t->r.pt;
-    L->n_pt = t->r.n_pt;
-    L->step = &t->r.step;
-    L->steps = c->steps;
-    L->end = (c->stop_after && c->stop_after < c->steps) ? c->stop_after : c->steps;
-    L->eval_every = c->eval_every;
+    train_loop_plan(L, t->r.opt, t->r.pt, t->r.n_pt, &t->r.step,
+                    &(train_plan){c->lr, c->min_lr, c->clip, c->warmup, c->steps, c->stop_after,
+                                  c->eval_every, c->ckpt_every});
     L->eval_cost = 2 * (double)c->eval_batches / 3; /* forwards of both splits' batches */
     L->n_cols = 2;
     L->best_col = H_EVVA;
     L->best = &t->r.best_val;
     L->best_step = &t->r.best_step;
-    L->ckpt_every = c->ckpt_every;
     L->out = c->out;
     L->ckpt_path = t->ckpt_path;
     L->best_path = t->best_path;

@@ -224,21 +224,13 @@ static void loop_open(toy_loop *tl, run_state *rs, const resume_info *ri, size_t
     tl->csv.ctx = L;
 
     L->h = (train_hooks){tl, forward, backward, evaluate_row, save, describe, NULL};
-    L->opt = rs->opt;
-    L->sched = (mha_lr_schedule){.base_lr = cfg->lr, .min_lr = cfg->min_lr,
-                                 .warmup_steps = cfg->warmup, .total_steps = cfg->steps};
-    L->clip = cfg->clip;
-    L->pt = rs->pt;
-    L->n_pt = rs->n_pt;
-    L->step = &rs->step;
-    L->steps = cfg->steps;
-    L->end = (cfg->stop_after && cfg->stop_after < cfg->steps) ? cfg->stop_after : cfg->steps;
-    L->eval_every = cfg->eval_every;
+    train_loop_plan(L, rs->opt, rs->pt, rs->n_pt, &rs->step,
+                    &(train_plan){cfg->lr, cfg->min_lr, cfg->clip, cfg->warmup, cfg->steps,
+                                  cfg->stop_after, cfg->eval_every, cfg->ckpt_every});
     L->early_evals = 1;
     L->final_eval = 1;
     L->eval_cost = (double)cfg->eval_size / (double)cfg->batch / 3; /* forwards */
     L->n_cols = 2;
-    L->ckpt_every = cfg->ckpt_every;
     L->out = cfg->out;
     L->ckpt_path = tl->ckpt_path;
     L->unit = "tok";
