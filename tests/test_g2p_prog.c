@@ -953,12 +953,7 @@ static void g2p_train_nonfinite(void **state)
                                "--min-lr 1e6 --clip 0 --ckpt-every 1 --out nf"), 3);
     assert_file_contains("nf.err", "is non-finite (NaN or inf)");
     assert_file_contains("nf.err", "The last checkpoint (");
-    char path[512], err[256];
-    snprintf(path, sizeof path, "%s/nf/checkpoint.safetensors", tmpdir);
-    mha_st_file *f = NULL;
-    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_f32_tensors_finite(f);
-    mha_st_free(f);
+    assert_checkpoint_file_finite("nf/checkpoint.safetensors");
     size_t n = 0;
     char *log = slurp("nf/train_log.csv", &n);
     assert_non_null(log);

@@ -640,12 +640,7 @@ static void test_gpt_train_nonfinite(void **state)
     assert_int_equal(gpt("nf", "train " TINY " --steps 50 --warmup 0 --lr 1e6 --min-lr 1e6 "
                                "--clip 0 --ckpt-every 1 --out nf"), 3);
     assert_file_contains("nf.err", "non-finite");
-    char path[512], err[256];
-    snprintf(path, sizeof path, "%s/nf/checkpoint.safetensors", tmpdir);
-    mha_st_file *f = NULL;
-    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
-    assert_f32_tensors_finite(f);
-    mha_st_free(f);
+    assert_checkpoint_file_finite("nf/checkpoint.safetensors");
     /* and it still samples */
     assert_int_equal(gpt("nfs", "sample --checkpoint nf/checkpoint.safetensors --chars 5"), 0);
 }

@@ -258,6 +258,16 @@ void assert_f32_tensors_finite(const mha_st_file *f)
     }
 }
 
+void assert_checkpoint_file_finite(const char *rel)
+{
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+    mha_st_file *f = NULL;
+    assert_int_equal(mha_st_load(path, &f, err, sizeof err), MHA_OK);
+    assert_f32_tensors_finite(f);
+    mha_st_free(f);
+}
+
 /* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
  * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
  * which differs between runs). */

@@ -85,6 +85,8 @@ double summary_number(const char *path, const char *key);
 /* Fails the test, naming tensor and element, if an F32 tensor of the loaded
  * safetensors file f (a checkpoint) holds a NaN or an infinity. */
 void assert_f32_tensors_finite(const mha_st_file *f);
+/* The same for the safetensors file at tmpdir/rel, which must load. */
+void assert_checkpoint_file_finite(const char *rel);
 
 /* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
  * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,

@@ -239,14 +239,14 @@ static int evaluate_now(train_loop *L, double *row, uint64_t s)
 }
 
 /* One step: forward, backward and the update; the clocks. Returns 0 or the non-finite
- * status; *loss, *lr, *gn, *work. */
-static int one_step(train_loop *L, double *loss, double *lr, double *gn, double *work)
+ * status; *loss, *lr, *gn, and *speed: the step's work units a second. */
+static int one_step(train_loop *L, double *loss, double *lr, double *gn, double *speed)
 {
     const uint64_t s = *L->step + 1;
-    double flops = 0;
-    *lr = *gn = *work = 0;
+    double flops = 0, work = 0;
+    *lr = *gn = *speed = 0;
     const double ts = report_now();
-    L->h.forward(L->h.ctx, loss, work, &flops);
+    L->h.forward(L->h.ctx, loss, &work, &flops);
     if (!isfinite(*loss))
         return stop_nonfinite(L, s, "the training loss");
     L->h.backward(L->h.ctx);
@@ -264,9 +264,9 @@ static int one_step(train_loop *L, double *loss, double *lr, double *gn, double 
     L->steps_done++;
     L->win_s += step_s;
     L->win_flops += flops;
-    L->win_work += *work;
+    L->win_work += work;
     L->win_steps++;
-    *work = step_s > 0 ? *work / step_s : 0; /* units a second */
+    *speed = step_s > 0 ? work / step_s : 0;
     /* an update can still overflow for an absurd --lr: the next forward's loss shows it;
      * what is evaluated or saved is checked first (a scan per step would cost ~5% of a
      * small model's step) */
