@@ -101,6 +101,32 @@ static void g2p_train_resume_bitwise(void **state)
     assert_same_checkpoint("a/checkpoint.safetensors", "b/checkpoint.safetensors");
 }
 
+/* Resuming a finished run trains nothing and says so (exit 0, its checkpoint untouched), as
+ * mha-gpt and mha-train do; fewer --steps than the checkpoint's step is refused naming
+ * --steps (exit 2), where the run used to save a checkpoint past its own --steps that every
+ * loader then refused. */
+static void g2p_train_resume_finished(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 10 --eval-every 5 "
+                              "--out a"), 0);
+    size_t n0, n1;
+    char *before = slurp("a/checkpoint.safetensors", &n0);
+    assert_non_null(before);
+    assert_int_equal(g2p("f", "train --resume a/checkpoint.safetensors"), 0);
+    assert_file_contains("f.out", "is a finished run (step 10 of --steps 10); nothing to do");
+    char *after = slurp("a/checkpoint.safetensors", &n1);
+    assert_non_null(after);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(before, after, n0);
+    assert_int_equal(g2p("s", "train --resume a/checkpoint.safetensors --steps 5"), 2);
+    assert_file_contains("s.err", "invalid value '5' for --steps");
+    assert_int_equal(g2p("p", "pronounce --model a/checkpoint.safetensors HELLO"), 0);
+    free(before);
+    free(after);
+}
+
 /* --precision bf16: refused with exit 2 naming avx512_bf16 where the CPU lacks it (as
  * MHA_DISABLE_BF16 makes this one); elsewhere recorded in the checkpoint, resumed bit for
  * bit from it at one thread, and the model it trains pronounces (in float32). */
@@ -1039,6 +1065,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(g2p_train_learns, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_resume_bitwise, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_train_resume_finished, tmpdir_setup,
+                                        tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_bf16, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_precision_auto, tmpdir_setup,
                                         tmpdir_teardown),

@@ -315,6 +315,7 @@ int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
         if (st == MHA_OK) {
             snprintf(t[i].name, sizeof t[i].name, "%s", info.name);
             t[i].p = p;
+            t[i].g = grad;
             t[i].ndim = info.ndim;
             t[i].shape[0] = info.shape[0];
             t[i].shape[1] = info.ndim == 2 ? info.shape[1] : 0;

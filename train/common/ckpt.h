@@ -48,6 +48,7 @@ typedef struct ckpt_tensor {
     char name[CKPT_NAME_CAP];
     float *p;       /* values                                         */
     float *m, *v;   /* moments 0 and 1 (NULL when the optimizer keeps none) */
+    float *g;       /* its gradient (NULL when none is kept: not in a file) */
     size_t ndim;    /* 1 or 2                                         */
     size_t shape[2];
     size_t numel;

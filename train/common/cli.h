@@ -98,6 +98,35 @@ extern const char *const CLI_PROGRESS_NAMES[];
      "threads for attention and BLAS (0 = all cores; 1 = bitwise reproducible); at most 4 x " \
      "the online CPUs", NULL}
 
+/* The schedule's and the run's options of every trainer (ck: the row's ckpt kind: mha-train
+ * stores its schedule as defining, 1; the others let --resume change it, 2). */
+#define CLI_OPT_STEPS(off)                                                                   \
+    {"steps", CLI_U64, (off), 1, 1e9, 2, "N",                                               \
+     "training steps. With --resume, another N (above the checkpoint's step) continues the " \
+     "run, a finished one too: each remaining step gets the learning rate a run started with " \
+     "--steps N has at that step (warm-up, then for 0-based step s >= warmup: min-lr + (lr - " \
+     "min-lr)(1 + cos(pi (s - warmup) / (N - 1 - warmup)))/2, min-lr from s = N - 1); the "   \
+     "steps done keep theirs. The checkpoint's N continues bit for bit; a finished run "     \
+     "resumed without a larger N exits 0 with a message", NULL}
+#define CLI_OPT_LR(off, ck)                                                                  \
+    {"lr", CLI_DBL, (off), 0, 1e6, (ck), "X",                                               \
+     "peak learning rate (after warm-up). Numbers are decimal (digits, fraction, exponent: "  \
+     "3e-3; no sign, hex, inf or nan); a subnormal such as 1e-320 is kept, a value that "    \
+     "underflows to 0 (1e-400) is refused", NULL}
+#define CLI_OPT_MIN_LR(off, ck)                                                              \
+    {"min-lr", CLI_DBL, (off), 0, 1e6, (ck), "X",                                           \
+     "learning rate at the end of the cosine decay (<= --lr)", NULL}
+#define CLI_OPT_CLIP(off, ck)                                                                \
+    {"clip", CLI_DBL, (off), 0, 1e12, (ck), "X", "clip the global gradient norm (0 = off)", NULL}
+#define CLI_OPT_BETA2(off)                                                                   \
+    {"beta2", CLI_DBL, (off), 0, 0.999999, 2, "X", "AdamW beta2 (beta1 0.9, eps 1e-8)", NULL}
+#define CLI_OPT_OUT(off)                                                                     \
+    {"out", CLI_PATH, (off), 0, 0, 0, "DIR",                                                \
+     "output directory (with --resume: the checkpoint's directory unless given)", NULL}
+#define CLI_OPT_RESUME(off)                                                                  \
+    {"resume", CLI_PATH, (off), 0, 0, 0, "FILE",                                            \
+     "continue from a checkpoint; options not given come from it", NULL}
+
 /* The former name of option `name` if it was renamed (mha-train's "model-dim", now "dim"
  * as in every program), else NULL. cli_collect accepts the former name for the option;
  * ckpt_config_from_meta reads it from checkpoints written before the change. */
@@ -160,14 +189,6 @@ int cli_max_threads(void);
  * Returns the thread count to use (0 → the online CPUs). */
 int cli_check_threads(int threads, int given);
 
-/* A default --warmup (not given) that is not below --steps — a short run — becomes a tenth
- * of the steps, with a note on stderr when `say` (rank 0 of an MPI job) naming both. */
-void cli_scale_warmup(uint64_t *warmup, uint64_t steps, int given, int say);
-
-/* Resuming checkpoint `resume` at step ck_step with --steps `steps`: returns 1 when the run
- * is finished (ck_step == steps: "nothing to do", and how to go on, said on stdout), 0
- * when there are steps to train; fewer --steps than ck_step exits 2 naming both. */
-int cli_resume_finished(const char *resume, uint64_t ck_step, uint64_t steps);
 /* Exits 2 unless precision p (an mha_precision) runs on this CPU; the message names the
  * CPU feature it lacks and says whether p came from the checkpoint (given == 0). */
 void cli_check_precision(int p, int given);

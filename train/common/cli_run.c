@@ -1,6 +1,6 @@
-/* What a run of the training programs may use and how it goes (cli.h): threads, the output
- * directory, memory, precision, default files, the warm-up of a short run, a finished
- * resume, numbered files. The option tables and their parsing are in cli.c. */
+/* What a run of the training programs may use (cli.h): threads, the output directory,
+ * memory, precision, default files, numbered files. The option tables and their parsing are
+ * in cli.c; the run's own checks (the schedule, a finished resume) in trainer_setup.c. */
 #include "cli.h"
 
 #include <errno.h>
@@ -171,34 +171,6 @@ double cli_check_memory(double params, double acts, double other, const char *co
     cli_die_usage("%s needs at least %s of memory (parameters, gradients and AdamW's moments: "
                   "%s; activations of %s: %s), more than the %s this process may use; use a "
                   "smaller %s", config, n, p, batch, a, h, params >= acts ? fix_params : fix_acts);
-}
-
-void cli_scale_warmup(uint64_t *warmup, uint64_t steps, int given, int say)
-{
-    if (given || *warmup < steps)
-        return;
-    const uint64_t w = steps / 10;
-    if (say)
-        fprintf(stderr, "%s: note: the default --warmup %llu is not below --steps %llu: using "
-                "--warmup %llu (a tenth of the steps)\n", cli_program(),
-                (unsigned long long)*warmup, (unsigned long long)steps, (unsigned long long)w);
-    *warmup = w;
-}
-
-int cli_resume_finished(const char *resume, uint64_t ck_step, uint64_t steps)
-{
-    if (ck_step == steps) { /* finished, and no larger --steps: nothing to do */
-        printf("%s: %s is a finished run (step %llu of --steps %llu); nothing to do. To train "
-               "it further, resume with a larger --steps (e.g. --steps %llu).\n", cli_program(),
-               resume, (unsigned long long)ck_step, (unsigned long long)steps,
-               (unsigned long long)(2 * steps));
-        return 1;
-    }
-    if (ck_step > steps)
-        cli_die_usage("invalid value '%llu' for --steps: the checkpoint %s is at step %llu "
-                      "already; give more steps than that", (unsigned long long)steps, resume,
-                      (unsigned long long)ck_step);
-    return 0;
 }
 
 int cli_same_file(const char *a, const char *b)

@@ -30,6 +30,21 @@ void dist_share(size_t n, size_t *first, size_t *count)
     *first = r * q + (r < extra ? r : extra);
 }
 
+void dist_bcast_layout(const ckpt_layout *lay)
+{
+    if (dist_size() == 1)
+        return;
+    for (size_t i = 0; i < lay->n_t; i++) {
+        const ckpt_tensor *t = &lay->t[i];
+        float *const a[3] = {t->p, t->m, t->v};
+        for (int k = 0; k < 3; k++)
+            if (a[k] != NULL)
+                dist_bcast(a[k], t->numel * sizeof(float));
+    }
+    for (size_t i = 0; i < lay->n_s; i++) /* U64 and F64 values: 8 bytes each */
+        dist_bcast(lay->s[i].data, (lay->s[i].ndim ? lay->s[i].len : 1) * 8);
+}
+
 void dist_agree_inputs(const cli_opt *opts, size_t n, const void *cfg, const char *data,
                        const char *resume)
 {
@@ -71,51 +86,16 @@ struct dist_grads {
 #endif
 };
 
-dist_grads *dist_grads_create(mha_gpt *g, dist_sync mode)
+dist_grads *dist_grads_create(const ckpt_tensor *pt, size_t n, mha_gpt *g, dist_sync mode)
 {
     dist_grads *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
     d->g = g;
-    d->mode = mode;
+    d->mode = g ? mode : DIST_SYNC_AFTER; /* no model hook: one sum after backward */
     d->scale = 1;
     if (g_size == 1)
         return d; /* nothing to combine */
-    const size_t n = mha_gpt_num_tensors(g);
-    d->n_tensors = n;
-    d->grad = calloc(n, sizeof *d->grad);
-    d->numel = calloc(n, sizeof *d->numel);
-#ifdef MHA_WITH_MPI
-    d->req = calloc(n, sizeof *d->req);
-#endif
-    if (!d->grad || !d->numel
-#ifdef MHA_WITH_MPI
-        || !d->req
-#endif
-    ) {
-        dist_grads_destroy(d);
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        mha_param_info in;
-        if (mha_gpt_tensor(g, i, &in, NULL, &d->grad[i]) != MHA_OK) {
-            dist_grads_destroy(d);
-            return NULL;
-        }
-        d->numel[i] = in.numel;
-    }
-    return d;
-}
-
-dist_grads *dist_grads_create_list(float *const *grads, const size_t *numel, size_t n)
-{
-    dist_grads *d = calloc(1, sizeof *d);
-    if (!d)
-        return NULL;
-    d->mode = DIST_SYNC_AFTER; /* no model hook: one sum after backward */
-    d->scale = 1;
-    if (g_size == 1)
-        return d;
     d->n_tensors = n;
     d->grad = calloc(n ? n : 1, sizeof *d->grad);
     d->numel = calloc(n ? n : 1, sizeof *d->numel);
@@ -130,8 +110,10 @@ dist_grads *dist_grads_create_list(float *const *grads, const size_t *numel, siz
         dist_grads_destroy(d);
         return NULL;
     }
-    memcpy(d->grad, grads, n * sizeof *grads);
-    memcpy(d->numel, numel, n * sizeof *numel);
+    for (size_t i = 0; i < n; i++) {
+        d->grad[i] = pt[i].g;
+        d->numel[i] = pt[i].numel;
+    }
     return d;
 }
 

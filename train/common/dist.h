@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt.h"
 #include "cli.h"
 #include "mha_gpt.h"
 
@@ -74,6 +75,11 @@ void dist_agree_inputs(const cli_opt *opts, size_t n, const void *cfg, const cha
                        const char *resume);
 /* buf[bytes] ← rank 0's buf[bytes] on every rank. */
 void dist_bcast(void *buf, size_t bytes);
+/* Every rank takes rank 0's values of a checkpoint layout: each tensor with its optimizer
+ * moments (those not NULL, stored in the layout or not) and each state value — the one
+ * table a checkpoint reads and writes, so that what a rank resumes with is what a
+ * checkpoint would give it. One rank: nothing to do. */
+void dist_bcast_layout(const ckpt_layout *lay);
 
 /* This rank's share of n items split into dist_size() contiguous parts whose sizes differ
  * by at most 1 (the first n % size parts one larger): items [*first, *first + *count). */
@@ -89,14 +95,13 @@ typedef enum dist_sync {
     DIST_SYNC_AFTER = 1    /* one blocking all-reduce of every gradient after backward         */
 } dist_sync;
 
-/* The gradient combiner of model g (which it hooks with mha_gpt_set_grad_hook while a
- * backward is bracketed by begin/finish). NULL when out of memory. With one rank it does
- * nothing at all. */
-dist_grads *dist_grads_create(mha_gpt *g, dist_sync mode);
-/* The same for any model: the gradients of its n tensors grads[i] [numel[i]], summed by
- * one all-reduce per run of memory-adjacent tensors after backward (DIST_SYNC_AFTER; no
- * hook). The arrays are copied. NULL when out of memory. */
-dist_grads *dist_grads_create_list(float *const *grads, const size_t *numel, size_t n);
+/* The gradient combiner of the tensors pt[n] of a program's table (ckpt.h: their
+ * gradients pt[i].g [numel]): with model g (a GPT, pt in its tensor order), hooked with
+ * mha_gpt_set_grad_hook while a backward is bracketed by begin/finish, mode as asked;
+ * without (g NULL: any model), one all-reduce per run of memory-adjacent tensors after
+ * backward (DIST_SYNC_AFTER). NULL when out of memory. With one rank it does nothing at
+ * all. */
+dist_grads *dist_grads_create(const ckpt_tensor *pt, size_t n, mha_gpt *g, dist_sync mode);
 void dist_grads_destroy(dist_grads *d);
 /* Before mha_gpt_backward: this rank's gradients will be multiplied by `scale` (its share of
  * the global batch) before the sum. */

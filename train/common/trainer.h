@@ -118,6 +118,11 @@ typedef struct train_plan {
     double lr, min_lr, clip;
     uint64_t warmup, steps, stop_after, eval_every, ckpt_every;
 } train_plan;
+/* The plan of a program's config c whose fields have the options' names (lr, min_lr, clip,
+ * warmup, steps, stop_after, eval_every, ckpt_every): every program's. */
+#define TRAIN_PLAN_OF(c)                                                                     \
+    ((train_plan){(c)->lr, (c)->min_lr, (c)->clip, (c)->warmup, (c)->steps, (c)->stop_after,  \
+                  (c)->eval_every, (c)->ckpt_every})
 /* The programs' AdamW (torch.optim.AdamW with β1 0.9, β2 beta2, ε 1e-8 and decoupled decay
  * weight_decay; its groups are added by the caller); exit 1 if it cannot be made. */
 mha_optimizer *train_adamw(double beta2, double weight_decay);
@@ -141,5 +146,109 @@ void train_loop_log_failed(void *ctx);
 /* A save hook's checkpoint could not be saved (the saver said why; the file it was to
  * replace is untouched): say so and whether the last checkpoint is intact; exit 1. */
 void train_loop_save_failed(const train_loop *L) __attribute__((noreturn));
+
+/* ---- setup (train/common/trainer_setup.c): what the programs do before the loop ---- */
+
+/* Read argv[first ..] into cfg (over the caller's defaults) by the option table opts[n];
+ * given[k] = 1 when option k was given. Exit 2 on a bad option (cli.h). */
+void train_parse(const cli_opt *opts, size_t n, int argc, char **argv, int first, void *cfg,
+                 int *given);
+/* The schedule's options agree: a default --warmup (not given) not below --steps — a short
+ * run — becomes a tenth of the steps, said on stderr when `say` (rank 0); then exit 2
+ * unless --warmup < --steps and --min-lr <= --lr, naming the option. */
+void train_check_schedule(double lr, double min_lr, uint64_t *warmup, uint64_t steps,
+                          int warmup_given, int say);
+/* Resuming checkpoint `resume` at step ck_step with --steps `steps`: returns 1 when the run
+ * is finished (ck_step == steps: "nothing to do", and how to go on, said on stdout), 0
+ * when there are steps to train; fewer --steps than ck_step exits 2 naming both. */
+int train_resume_finished(const char *resume, uint64_t ck_step, uint64_t steps);
+
+/* Open checkpoint `path`, check its checksums (a file without any is accepted with a note
+ * on stderr) and take its options into cfg (ckpt_config_from_meta: its format must be
+ * `format`; an option given (given[k], NULL: none) with another value than a defining one
+ * of the file is refused). kind (NULL: none): what a file of another format is not, said
+ * first ("a model of mha-g2p"). Exit 2 with `what` ("cannot resume from X") and the
+ * reason. The caller frees the file (mha_st_free). */
+mha_st_file *train_open_checkpoint(const char *path, const char *what, const char *format,
+                                   const char *kind, const cli_opt *opts, size_t n,
+                                   const int *given, void *cfg, size_t cfg_size);
+
+/* A float tensor a configuration needs, with its shape. */
+typedef struct train_shape {
+    char name[64];
+    size_t ndim, shape[2];
+} train_shape;
+/* Exit 2 (with `what` and the tensor) unless f holds every need[i] as F32 of its shape:
+ * before a model of a checkpoint's configuration is allocated, so that a corrupt size in
+ * its metadata is refused as a mismatch, not by an allocation. */
+void train_require_tensors(const mha_st_file *f, const char *what, const train_shape *need,
+                           size_t n);
+
+/* What a program's checkpoints hold of the run state beside train.step. */
+typedef struct train_state_rules {
+    int full;               /* optimizer.step and data.rng are required (else checked
+                               where present: a weights-only file has neither)         */
+    int need_elapsed;       /* metadata elapsed_seconds is required                    */
+    const char *best;       /* the best evaluation's F64 entry ("best.val_loss"), with
+                               best.step; NULL: none                                   */
+    double best_max;        /* its largest valid value (INFINITY: a loss)              */
+    const char *best_range; /* its range in words ("a word error rate is in [0, 1]")   */
+} train_state_rules;
+/* What train_read_state gives. */
+typedef struct train_state_read {
+    uint64_t made;          /* the --steps the file was made with (metadata "steps")   */
+    uint64_t step;          /* train.step                                              */
+    double elapsed;         /* metadata elapsed_seconds (0 when absent)                */
+} train_state_read;
+/* Read and check the run state of checkpoint f before a model is built (exit 2 with `what`,
+ * naming the entry): metadata steps (as opts' --steps, of a config of cfg_size bytes) and
+ * elapsed_seconds (a duration); train.step within those steps; optimizer.step equal to it
+ * and data.rng's PCG32 increment odd; best.step not past train.step, the best value within
+ * its range or +inf exactly while best.step is 0. */
+void train_read_state(const mha_st_file *f, const char *what, const cli_opt *opts, size_t n,
+                      size_t cfg_size, const train_state_rules *rules, train_state_read *s);
+
+/* The run's log: the run's directory (claimed: rundir_start), whether this process writes
+ * it, the history (initialised) and the log's state, the step the run is at; the CSV header
+ * and the formats of its columns, the run's id (rundir.h), the checkpoint resumed from (""
+ * or NULL: none), --force. */
+typedef struct train_log {
+    const char *out;
+    int rank0;
+    report_history *hist;
+    report_csv *csv;
+    uint64_t step;
+    const char *header;
+    const char *const *fmts;
+    const char *run_id, *resume;
+    int force;
+} train_log;
+/* The loop's out, rank0, hist and csv from log; the stop signals caught, and on rank 0 the
+ * CSV log <out>/train_log.csv opened (report_csv_open: a resumed run's rows up to log->step
+ * read back into the history), whose failing write says whether the last checkpoint is
+ * intact (L->last_ckpt: the checkpoint resumed from until one is written). csv_path[cap]
+ * receives the log's path. */
+void train_loop_open_log(train_loop *L, const train_log *log, char *csv_path, size_t cap);
+
+/* What the loop evaluates and keeps, where it saves and what its progress line says (the
+ * train_loop fields of the same names). */
+typedef struct train_report {
+    size_t n_cols;                     /* evaluation columns                              */
+    int best_col;                      /* whose new low saves the best (-1: none)         */
+    double *best;                      /* the best value and its step (NULL with no best) */
+    uint64_t *best_step;
+    double eval_cost;                  /* an evaluation in training steps, until measured */
+    const char *ckpt_path, *best_path; /* best_path NULL: no best checkpoint              */
+    const char *unit, *eval_what;      /* "tok", "words"; " (20 examples)" or ""          */
+    double peak;                       /* GFLOP/s, the MFU's denominator (0: none shown)  */
+    double elapsed0, t_start;          /* seconds of earlier processes; report_now() at start */
+    report_progress *prog;
+} train_report;
+void train_loop_report(train_loop *L, const train_report *r);
+
+/* train_loop_run, then (when it returns 0) the progress line ended and train_loop_close:
+ * the run of a program with nothing to evaluate after its loop. Returns train_loop_run's
+ * status. */
+int train_loop_run_and_close(train_loop *L);
 
 #endif /* TRAIN_TRAINER_H */

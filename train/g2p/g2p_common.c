@@ -32,19 +32,15 @@ const cli_opt G2P_TRAIN_OPTS[] = {
     {"mlp-dim", CLI_SIZE, OFF(mlp_dim), 0, 65536, 1, "F", "MLP width (0 = 4C)", NULL},
     {"batch", CLI_SIZE, OFF(batch), 1, 4096, 1, "B",
      "pronunciations per training step (batches group words of similar length)", NULL},
-    {"steps", CLI_U64, OFF(steps), 1, 1e9, 2, "N",
-     "training steps (with --resume, a larger N continues a run)", NULL},
-    {"lr", CLI_DBL, OFF(lr), 0, 1e6, 2, "X", "peak learning rate (after warm-up)", NULL},
-    {"min-lr", CLI_DBL, OFF(min_lr), 0, 1e6, 2, "X",
-     "learning rate at the end of the cosine decay (<= --lr)", NULL},
+    CLI_OPT_STEPS(OFF(steps)),
+    CLI_OPT_LR(OFF(lr), 2),
+    CLI_OPT_MIN_LR(OFF(min_lr), 2),
     {"warmup", CLI_U64, OFF(warmup), 0, 1e9, 2, "N",
      "linear warm-up steps (scaled down to a tenth of --steps when that is smaller)", NULL},
-    {"beta2", CLI_DBL, OFF(beta2), 0, 0.999999, 2, "X", "AdamW beta2 (beta1 0.9, eps 1e-8)",
-     NULL},
+    CLI_OPT_BETA2(OFF(beta2)),
     {"weight-decay", CLI_DBL, OFF(weight_decay), 0, 1000, 2, "X",
      "AdamW decoupled weight decay, on matmul weights only", NULL},
-    {"clip", CLI_DBL, OFF(clip), 0, 1e12, 2, "X", "clip the global gradient norm (0 = off)",
-     NULL},
+    CLI_OPT_CLIP(OFF(clip), 2),
     {"dropout", CLI_DBL, OFF(dropout), 0, 0.99, 1, "P",
      "dropout on attention weights, residual branches and embeddings (training only)", NULL},
     {"label-smoothing", CLI_DBL, OFF(label_smoothing), 0, 0.99, 1, "E",
@@ -74,10 +70,8 @@ const cli_opt G2P_TRAIN_OPTS[] = {
      "EPYC Zen 4, half on a Sapphire Rapids Xeon), else fp32, and the header says which and "
      "why",
      G2P_PRECISION_NAMES},
-    {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
-     "output directory (with --resume: the checkpoint's directory unless given)", NULL},
-    {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
-     "continue from a checkpoint; options not given come from it", NULL},
+    CLI_OPT_OUT(OFF(out)),
+    CLI_OPT_RESUME(OFF(resume)),
     CLI_OPT_FORCE(OFF(force)),
     CLI_OPT_PROGRESS(OFF(progress)),
     /* derived from the data at the start of a run; stored so a model knows its sizes */
@@ -370,93 +364,32 @@ static void vocab_from_meta(const mha_st_file *f, const char *key, size_t n_spec
     cJSON_Delete(a);
 }
 
-/* The training state of checkpoint f is consistent (exit 2 naming the entry otherwise):
- * train.step within the --steps it was made with, best.step not past it, best.val_wer a
- * rate in [0, 1] or +inf (with best.step 0) before the first evaluation. */
-static void check_state(const mha_st_file *f, const char *what)
-{
-    char err[512];
-    const void *d;
-    uint64_t step, best, made;
-    double wer;
-    g2p_config tmp;
-    const size_t k_steps = cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "steps");
-    const char *ms = mha_st_meta(f, "steps");
-    if (!ms || cli_parse(&G2P_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
-        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
-    made = tmp.steps;
-    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(&step, d, sizeof step);
-    if (mha_st_get(f, "best.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(&best, d, sizeof best);
-    if (mha_st_get(f, "best.val_wer", MHA_ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(&wer, d, sizeof wer);
-    if (step > made)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
-                "%llu it was made with", what, (unsigned long long)step,
-                (unsigned long long)made);
-    if (best > step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.step %llu is past train.step %llu",
-                what, (unsigned long long)best, (unsigned long long)step);
-    if (!(wer >= 0) || (isinf(wer) != (best == 0)) || (!isinf(wer) && wer > 1))
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.val_wer %g at best.step %llu (a "
-                "word error rate is in [0, 1], or +inf before the first evaluation)", what, wer,
-                (unsigned long long)best);
-}
-
 mha_st_file *g2p_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
                                  g2p_config *cfg, g2p_vocab *src, g2p_vocab *tgt)
 {
-    mha_st_file *f = NULL;
-    char err[2 * CLI_PATH_CAP] = "";
-    if (mha_st_load(path, &f, err, sizeof err) != MHA_OK ||
-        ckpt_verify(f, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    if (!ckpt_has_checksums(f))
-        fprintf(stderr, "%s: note: %s has no checksums (written before they existed): a "
-                "damaged byte in it cannot be caught\n", cli_program(), path);
-    const char *fmt = mha_st_meta(f, "format");
-    if (!fmt || strcmp(fmt, G2P_CKPT_FORMAT) != 0)
-        cli_die(CLI_EXIT_USAGE, "%s: %s is not a model of mha-g2p (its format is %s)", what,
-                path, fmt ? fmt : "not given");
-    int *none = calloc(G2P_N_TRAIN_OPTS, sizeof *none);
-    if (!none)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    if (ckpt_config_from_meta(f, path, what, G2P_CKPT_FORMAT, G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS,
-                              explicit_opt ? explicit_opt : none, cfg, sizeof *cfg, err,
-                              sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s", err);
-    free(none);
+    mha_st_file *f = train_open_checkpoint(path, what, G2P_CKPT_FORMAT, "a model of mha-g2p",
+                                           G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, explicit_opt, cfg,
+                                           sizeof *cfg);
     if (cfg->dim % cfg->heads != 0)
         cli_die(CLI_EXIT_USAGE, "%s: metadata heads %zu does not divide dim %zu", what,
                 cfg->heads, cfg->dim);
-    const char *me = mha_st_meta(f, "elapsed_seconds");
-    char *end = NULL;
-    const double el = me ? strtod(me, &end) : NAN;
-    if (!me || end == me || *end != '\0' || !(el >= 0 && el < 1e12))
-        cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds is missing or not a duration",
-                what);
-    cfg->elapsed = el;
-    check_state(f, what);
+    /* the training state: a weights-only model (best.safetensors) has no optimizer.step or
+     * data.rng; a word error rate is a rate */
+    const train_state_rules rules = {0, 1, "best.val_wer", 1.0, "a word error rate is in [0, 1]"};
+    train_state_read st;
+    train_read_state(f, what, G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, sizeof *cfg, &rules, &st);
+    cfg->elapsed = st.elapsed;
+    cfg->ck_step = st.step;
     vocab_from_meta(f, "src_vocab", G2P_SRC_NSPECIAL, what, src);
     vocab_from_meta(f, "tgt_vocab", G2P_NSPECIAL, what, tgt);
     /* the tensors must have this configuration's shapes before a model is allocated */
     const size_t C = cfg->dim;
-    struct {
-        char name[64];
-        size_t ndim, shape[2];
-    } need[4] = {{"src_emb.weight", 2, {src->n, C}}, {"tgt_emb.weight", 2, {tgt->n, C}},
-                 {"tgt_pos.weight", 2, {cfg->tgt_context, C}}, {"", 2, {0, C}}};
+    train_shape need[4] = {{"src_emb.weight", 2, {src->n, C}}, {"tgt_emb.weight", 2, {tgt->n, C}},
+                           {"tgt_pos.weight", 2, {cfg->tgt_context, C}}, {"", 2, {0, C}}};
     snprintf(need[3].name, sizeof need[3].name, "decoder.%zu.mlp.fc.weight",
              cfg->dec_layers - 1);
     need[3].shape[0] = cfg->mlp_dim ? cfg->mlp_dim : 4 * C;
-    for (size_t i = 0; i < 4; i++)
-        if (mha_st_get(f, need[i].name, MHA_ST_F32, need[i].ndim, need[i].shape, NULL, err,
-                       sizeof err) != MHA_OK)
-            cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    train_require_tensors(f, what, need, 4);
     return f;
 }
 

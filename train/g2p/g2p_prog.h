@@ -62,6 +62,7 @@ typedef struct g2p_config {
     char run_id[24];             /* the run's id (rundir.h), kept across --resume        */
     size_t src_context, tgt_context; /* derived from the data (stored in checkpoints)   */
     double elapsed;              /* training seconds of a checkpoint (its metadata)      */
+    uint64_t ck_step;            /* train.step of a checkpoint                          */
     /* pronounce / eval */
     char model[CLI_PATH_CAP];
     char ensemble[CLI_PATH_CAP]; /* --ensemble: more models, ':'-separated                */

@@ -213,35 +213,24 @@ static void describe(void *ctx, const double *last, char *buf, size_t cap)
 }
 
 /* The trainer, set for this run (after setup). */
-static void loop_setup(trainer *t, report_csv *csv, report_progress *prog)
+static void loop_setup(trainer *t)
 {
     const g2p_config *c = &t->cfg;
     train_loop *L = &t->loop;
+    report_progress_start(&t->prog);
+    report_progress_mode(&t->prog, c->progress, dist_with_mpi());
     L->h = (train_hooks){t, forward, backward, evaluate, save, describe, dist_max};
-    train_loop_plan(L, t->r.opt, t->r.pt, t->r.n_pt, &t->r.step,
-                    &(train_plan){c->lr, c->min_lr, c->clip, c->warmup, c->steps, c->stop_after,
-                                  c->eval_every, c->ckpt_every});
+    train_loop_plan(L, t->r.opt, t->r.pt, t->r.n_pt, &t->r.step, &TRAIN_PLAN_OF(c));
     /* greedy decoding of the validation words: about a forward of them, a third of a
      * training step per batch of words */
     const size_t words = t->set.words_off[G2P_VALID + 1] - t->set.words_off[G2P_VALID];
-    L->eval_cost = (double)(c->eval_words && c->eval_words < words ? c->eval_words : words) /
-                   (double)c->batch / 3;
-    L->n_cols = 4;
-    L->best_col = H_WER;
-    L->best = &t->r.best_wer;
-    L->best_step = &t->r.best_step;
+    const double eval_cost = (double)(c->eval_words && c->eval_words < words ? c->eval_words
+                                                                              : words) /
+                             (double)c->batch / 3;
+    train_loop_report(L, &(train_report){4, H_WER, &t->r.best_wer, &t->r.best_step, eval_cost,
+                                         t->ckpt_path, t->best_path, "words", "", t->clk.peak,
+                                         t->r.elapsed, report_now(), &t->prog});
     L->keep = c->keep_checkpoints;
-    L->out = c->out;
-    L->ckpt_path = t->ckpt_path;
-    L->best_path = t->best_path;
-    L->unit = "words";
-    L->peak = t->clk.peak;
-    L->elapsed0 = t->r.elapsed;
-    L->t_start = report_now();
-    L->rank0 = t->rank0;
-    L->hist = &t->hist;
-    L->csv = csv;
-    L->prog = prog;
 }
 
 static void trainer_free(trainer *t)
@@ -268,17 +257,15 @@ int g2p_train_main(int argc, char **argv, int first)
     trainer *t = &tr;
     report_csv csv = {0};
     train_loop_init(&t->loop);
-    g2p_train_setup(t, argc, argv, first, &csv);
+    if (g2p_train_setup(t, argc, argv, first, &csv)) {
+        trainer_free(t);
+        return 0; /* a finished run: nothing to do */
+    }
     const g2p_config *c = &t->cfg;
-    report_progress prog;
-    report_progress_start(&prog);
-    report_progress_mode(&prog, c->progress, dist_with_mpi());
-    loop_setup(t, &csv, &prog);
-    const int rc = train_loop_run(&t->loop);
+    loop_setup(t);
+    const int rc = train_loop_run_and_close(&t->loop);
     if (rc)
         return rc;
-    report_progress_end(&prog);
-    train_loop_close(&t->loop);
     const int completed = t->r.step == c->steps;
     size_t nfig = 0;
     if (t->rank0) {

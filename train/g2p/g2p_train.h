@@ -53,6 +53,7 @@ typedef struct trainer {
     char precision_why[160];   /* how --precision auto chose ("" when it was given)  */
     g2p_clock clk;
     train_loop loop;           /* the loop (trainer.h): its clocks, last evaluation, stop */
+    report_progress prog;      /* its progress line                                    */
     double share;              /* this rank's share of the step's scored positions   */
     size_t rank_rows;          /* and its rows of the step's batch                   */
 } trainer;
@@ -60,8 +61,9 @@ typedef struct trainer {
 /* ---- train/g2p/g2p_train_setup.c ---- */
 
 /* Parse the options, read the data (and a checkpoint), agree across ranks, choose the
- * precision, claim --out, build the model, open the log (csv), say what the run is. */
-void g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *csv);
+ * precision, claim --out, build the model, open the log (csv), say what the run is.
+ * Returns 1 when a resumed run is finished already (nothing to do: said on stdout). */
+int g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *csv);
 
 /* ---- train/g2p/g2p_train_io.c ---- */
 

@@ -153,43 +153,14 @@ void g2p_write_summary(const trainer *t, const char *path, double wall, int comp
 void g2p_share_rank0_state(trainer *t)
 {
     g2p_run *r = &t->r;
-    float **grads = calloc(r->n_pt + 1, sizeof *grads);
-    size_t *numel = calloc(r->n_pt + 1, sizeof *numel);
-    if (!grads || !numel)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    for (size_t i = 0; i < r->n_pt; i++) {
-        cli_check(mha_s2s_tensor(r->m, i, NULL, NULL, &grads[i]), "model tensors");
-        numel[i] = r->pt[i].numel;
-    }
-    t->dg = dist_grads_create_list(grads, numel, r->n_pt);
-    free(grads);
-    free(numel);
+    t->dg = dist_grads_create(r->pt, r->n_pt, NULL, DIST_SYNC_AFTER);
     if (!t->dg)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     t->rank0 = dist_rank() == 0;
-    if (dist_size() == 1)
-        return;
-    for (size_t i = 0; i < r->n_pt; i++) {
-        dist_bcast(r->pt[i].p, r->pt[i].numel * sizeof(float));
-        dist_bcast(r->pt[i].m, r->pt[i].numel * sizeof(float));
-        dist_bcast(r->pt[i].v, r->pt[i].numel * sizeof(float));
-    }
-    uint64_t u[8] = {r->step, r->optim_t, r->rng[0], r->rng[1], r->epoch, r->batch_in_epoch,
-                     r->call_index, r->best_step};
-    double d[2] = {r->best_wer, r->elapsed};
-    dist_bcast(u, sizeof u);
-    dist_bcast(d, sizeof d);
-    r->step = u[0];
-    r->optim_t = u[1];
-    r->rng[0] = u[2];
-    r->rng[1] = u[3];
-    r->epoch = u[4];
-    r->batch_in_epoch = u[5];
-    r->call_index = u[6];
-    r->best_step = u[7];
-    r->best_wer = d[0];
-    r->elapsed = d[1];
+    /* the checkpoint's table (with the moments) and the seconds of earlier processes */
+    ckpt_layout lay = g2p_run_layout(r, 1);
+    dist_bcast_layout(&lay);
+    dist_bcast(&r->elapsed, sizeof r->elapsed);
     cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
     cli_check(mha_s2s_set_call_index(r->m, r->call_index), "model");
 }
-

@@ -30,14 +30,7 @@ static mha_st_file *read_options(trainer *t, int argc, char **argv, int first, i
 {
     g2p_config *c = &t->cfg;
     g2p_defaults(c);
-    const char **vals = calloc(G2P_N_TRAIN_OPTS, sizeof *vals);
-    if (!vals)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    cli_collect(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, argc, argv, first, vals);
-    cli_apply(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, vals, c);
-    for (size_t k = 0; k < G2P_N_TRAIN_OPTS; k++)
-        given[k] = vals[k] != NULL;
-    free(vals);
+    train_parse(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, argc, argv, first, c, given);
     mha_st_file *ck = NULL;
     if (c->resume[0]) {
         snprintf(what, what_cap, "cannot resume from %s", c->resume);
@@ -48,15 +41,10 @@ static mha_st_file *read_options(trainer *t, int argc, char **argv, int first, i
         snprintf(c->resume, sizeof c->resume, "%s", keep.resume);
     }
     if (c->dim % c->heads)
-        cli_die_usage("--heads %zu does not divide --dim %zu", c->heads, c->dim);
-    if (c->min_lr > c->lr)
-        cli_die_usage("--min-lr %g is above --lr %g", c->min_lr, c->lr);
-    cli_scale_warmup(&c->warmup, c->steps,
-                     given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")],
-                     dist_rank() == 0);
-    if (c->warmup >= c->steps)
-        cli_die_usage("--warmup %llu must be below --steps %llu",
-                      (unsigned long long)c->warmup, (unsigned long long)c->steps);
+        cli_die_usage("invalid value '%zu' for --heads: must divide --dim %zu", c->heads, c->dim);
+    train_check_schedule(c->lr, c->min_lr, &c->warmup, c->steps,
+                         given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "warmup")],
+                         dist_rank() == 0);
     c->threads = cli_check_threads(c->threads, 1);
     const int p_given = given[cli_index(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, "precision")];
     if (c->resume[0] && !p_given && c->precision == G2P_PRECISION_AUTO)
@@ -260,8 +248,9 @@ static void choose_precision(trainer *t)
 }
 
 /* Parse the options, read the data (and a checkpoint), agree across ranks, claim --out,
- * build the model, open the log, say what the run is. */
-void g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
+ * build the model, open the log, say what the run is. Returns 1 when a resumed run is
+ * finished already (nothing to do: said on stdout). */
+int g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
 {
     g2p_config *c = &t->cfg;
     int given[64] = {0};
@@ -273,6 +262,12 @@ void g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *c
     omp_set_num_threads(c->threads);
     /* several ranks: the same options, dictionary and checkpoint, before any decision */
     dist_agree_inputs(G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, c, c->data, c->resume);
+    if (ck && train_resume_finished(c->resume, c->ck_step, c->steps)) {
+        mha_st_free(ck);
+        g2p_vocab_free(&src);
+        g2p_vocab_free(&tgt);
+        return 1;
+    }
     choose_precision(t); /* before anything is made or stored in the run's precision */
     read_data(t, ck != NULL, &src, &tgt);
     /* before the model, and before the directory */
@@ -281,15 +276,11 @@ void g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *c
     build_model(t, ck, what, &src, &tgt);
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);
-    report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
-    snprintf(t->csv_path, sizeof t->csv_path, "%s/train_log.csv", c->out);
-    t->loop.last_ckpt = c->resume[0] ? c->resume : NULL;
-    if (t->rank0)
-        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step,
-                        c->run_id, c->resume, c->force);
-    csv->on_fail = train_loop_log_failed;
-    csv->ctx = &t->loop;
+    train_loop_open_log(&t->loop, &(train_log){c->out, t->rank0, &t->hist, csv, t->r.step,
+                                               CSV_HEADER, CSV_FMTS, c->run_id, c->resume,
+                                               c->force}, t->csv_path, sizeof t->csv_path);
     if (t->rank0)
         print_header(t);
+    return 0;
 }

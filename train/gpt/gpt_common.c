@@ -29,28 +29,17 @@ const cli_opt GPT_TRAIN_OPTS[] = {
     {"context", CLI_SIZE, OFF(context), 1, 4096, 1, "T",
      "characters per training window, the longest context", NULL},
     {"batch", CLI_SIZE, OFF(batch), 1, 65536, 1, "B", "windows per training step", NULL},
-    {"steps", CLI_U64, OFF(steps), 1, 1e9, 2, "N",
-     "training steps. With --resume, another N (above the checkpoint's step) continues the "
-     "run, a finished one too: each remaining step gets the learning rate a run started with "
-     "--steps N has at that step (warm-up, then for 0-based step s >= warmup: min-lr + (lr - "
-     "min-lr)(1 + cos(pi (s - warmup) / (N - 1 - warmup)))/2, min-lr from s = N - 1); the "
-     "steps done keep theirs. The checkpoint's N continues bit for bit; a finished run "
-     "resumed without a larger N exits 0 with a message", NULL},
-    {"lr", CLI_DBL, OFF(lr), 0, 1e6, 2, "X", "peak learning rate (after warm-up). Numbers are decimal (digits, "
-     "fraction, exponent: 3e-3; no sign, hex, inf or nan); a subnormal such as 1e-320 is "
-     "kept, a value that underflows to 0 (1e-400) is refused", NULL},
-    {"min-lr", CLI_DBL, OFF(min_lr), 0, 1e6, 2, "X",
-     "learning rate at the end of the cosine decay (<= --lr)", NULL},
+    CLI_OPT_STEPS(OFF(steps)),
+    CLI_OPT_LR(OFF(lr), 2),
+    CLI_OPT_MIN_LR(OFF(min_lr), 2),
     {"warmup", CLI_U64, OFF(warmup), 0, 1e9, 2, "N", "linear warm-up steps (< --steps)", NULL},
-    {"beta2", CLI_DBL, OFF(beta2), 0, 0.999999, 2, "X", "AdamW beta2 (beta1 0.9, eps 1e-8)",
-     NULL},
+    CLI_OPT_BETA2(OFF(beta2)),
     {"weight-decay", CLI_DBL, OFF(weight_decay), 0, 1000, 2, "X",
      "AdamW decoupled weight decay, on matmul weights only (not biases, LayerNorm or "
      "embeddings) unless --decay-all", NULL},
     {"decay-all", CLI_FLAG, OFF(decay_all), 0, 1, 1, "",
      "also decay biases, LayerNorm weights and the embeddings", NULL},
-    {"clip", CLI_DBL, OFF(clip), 0, 1e12, 2, "X", "clip the global gradient norm (0 = off)",
-     NULL},
+    CLI_OPT_CLIP(OFF(clip), 2),
     {"dropout", CLI_DBL, OFF(dropout), 0, 0.99, 1, "P",
      "dropout probability on the attention weights, the residual branches and the "
      "embeddings (training only)", NULL},
@@ -72,10 +61,8 @@ const cli_opt GPT_TRAIN_OPTS[] = {
      "under mpirun with several ranks (mha-gpt-mpi): overlap (each block's gradients are "
      "summed across ranks while backward goes on) | after (one all-reduce after backward); "
      "the same sums either way, up to their order with more than 2 ranks", GRAD_SYNC_NAMES},
-    {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
-     "output directory (with --resume: the checkpoint's directory unless given)", NULL},
-    {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
-     "continue from a checkpoint; options not given come from it", NULL},
+    CLI_OPT_OUT(OFF(out)),
+    CLI_OPT_RESUME(OFF(resume)),
     CLI_OPT_FORCE(OFF(force)),
     CLI_OPT_PROGRESS(OFF(progress)),
 };
@@ -189,23 +176,16 @@ ckpt_layout gpt_run_layout(gpt_run *r)
 /* ---- a checkpoint's configuration --------------------------------------------------------- */
 
 mha_st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
-                                 gpt_run_config *cfg, text_vocab **vocab)
+                                 gpt_run_config *cfg, text_vocab **vocab,
+                                 train_state_read *state)
 {
-    mha_st_file *f = NULL;
-    char err[2 * CLI_PATH_CAP] = "";
-    if (mha_st_load(path, &f, err, sizeof err) != MHA_OK || ckpt_verify(f, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    if (!ckpt_has_checksums(f))
-        fprintf(stderr, "%s: note: %s has no checksums (written before they existed): a "
-                "damaged byte in it cannot be caught\n", cli_program(), path);
-    int *none = calloc(GPT_N_TRAIN_OPTS, sizeof *none);
-    if (!none)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    if (ckpt_config_from_meta(f, path, what, GPT_CKPT_FORMAT, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS,
-                              explicit_opt ? explicit_opt : none, cfg, sizeof *cfg, err,
-                              sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s", err);
-    free(none);
+    mha_st_file *f = train_open_checkpoint(path, what, GPT_CKPT_FORMAT, NULL, GPT_TRAIN_OPTS,
+                                           GPT_N_TRAIN_OPTS, explicit_opt, cfg, sizeof *cfg);
+    /* the run state: every completed step one optimizer step, a loss >= 0 */
+    const train_state_rules rules = {1, 0, "best.val_loss", INFINITY,
+                                     "a validation loss is finite and >= 0"};
+    train_read_state(f, what, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, sizeof *cfg, &rules, state);
+    char err[256];
     const char *mode = mha_st_meta(f, "data_mode"), *vs = mha_st_meta(f, "vocab");
     const char *want = cfg->utf8 ? "utf8" : "bytes";
     if (!mode || strcmp(mode, want) != 0)
@@ -224,16 +204,10 @@ mha_st_file *gpt_open_checkpoint(const char *path, const char *what, const int *
     /* the tensors must have this configuration's shapes before a model of it is
      * allocated (a corrupt metadata value is refused here, not by a huge allocation) */
     const size_t V = text_vocab_size(*vocab), C = cfg->dim;
-    struct {
-        char name[64];
-        size_t ndim, shape[2];
-    } need[4] = {{"wte.weight", 2, {V, C}}, {"wpe.weight", 2, {cfg->context, C}},
-                 {"", 2, {4 * C, C}}, {"ln_f.weight", 1, {C, 0}}};
+    train_shape need[4] = {{"wte.weight", 2, {V, C}}, {"wpe.weight", 2, {cfg->context, C}},
+                           {"", 2, {4 * C, C}}, {"ln_f.weight", 1, {C, 0}}};
     snprintf(need[2].name, sizeof need[2].name, "blocks.%zu.mlp.fc.weight", cfg->layers - 1);
-    for (size_t i = 0; i < 4; i++)
-        if (mha_st_get(f, need[i].name, MHA_ST_F32, need[i].ndim, need[i].shape, NULL, err,
-                       sizeof err) != MHA_OK)
-            cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
+    train_require_tensors(f, what, need, 4);
     return f;
 }
 

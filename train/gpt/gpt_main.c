@@ -104,10 +104,8 @@ static int sample_main(int argc, char **argv, int first)
     char what[CLI_PATH_CAP + 32];
     snprintf(what, sizeof what, "cannot sample from %s", cfg.checkpoint);
     text_vocab *voc = NULL;
-    mha_st_file *f = gpt_open_checkpoint(cfg.checkpoint, what, NULL, &cfg, &voc);
-    uint64_t ck_step, ck_made;
-    double ck_elapsed;
-    gpt_resume_state(f, what, &ck_step, &ck_made, &ck_elapsed); /* refuses a bad state */
+    train_state_read ck; /* a bad state is refused */
+    mha_st_file *f = gpt_open_checkpoint(cfg.checkpoint, what, NULL, &cfg, &voc, &ck);
 
     /* the prompt, before anything is allocated for the model */
     const size_t plen = strlen(cfg.prompt);

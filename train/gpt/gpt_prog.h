@@ -17,6 +17,7 @@
 #include "mha_gpt.h"
 #include "mha_optim.h"
 #include "text.h"
+#include "trainer.h"
 
 #define GPT_CKPT_FORMAT "mha-gpt/1"
 enum { GPT_MAX_VOCAB = 4096 };       /* largest vocabulary a text may have            */
@@ -93,17 +94,14 @@ ckpt_layout gpt_run_layout(gpt_run *r);
 /* Open checkpoint `path` and take its configuration into cfg (train options marked
  * ckpt != 0; explicit_opt[k] (train table order) marks options given on the command
  * line, may be NULL: none), refuse it unless it is an mha-gpt checkpoint whose
- * parameter tensors have the shapes of that configuration, and read its vocabulary
- * (*vocab owned: text_vocab_free). `what` starts every message ("cannot resume from
- * X"). Exit 2 on any problem. Returns the loaded file (mha_st_free it). */
+ * parameter tensors have the shapes of that configuration and whose run state is
+ * consistent (*state: its step, the --steps it was made with, its elapsed seconds), and
+ * read its vocabulary (*vocab owned: text_vocab_free). `what` starts every message
+ * ("cannot resume from X"). Exit 2 on any problem. Returns the loaded file (mha_st_free
+ * it). */
 mha_st_file *gpt_open_checkpoint(const char *path, const char *what, const int *explicit_opt,
-                                 gpt_run_config *cfg, text_vocab **vocab);
-
-/* The state of checkpoint f read before a model is built: its step (*step), the --steps
- * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent), checked for
- * consistency (train and sample alike). Exit 2. Implemented in gpt_train_io.c. */
-void gpt_resume_state(const mha_st_file *f, const char *what, uint64_t *step, uint64_t *made,
-                      double *elapsed);
+                                 gpt_run_config *cfg, text_vocab **vocab,
+                                 train_state_read *state);
 
 /* Generate `n` symbols after prompt ids[np] (np >= 1) with the key/value cache:
  * feed the last min(np, context) prompt ids once, then one symbol per step, drawn by

@@ -85,32 +85,6 @@ static int evaluate_both(void *ctx, double *row)
 
 /* ---- setup ----------------------------------------------------------------------------- */
 
-static void parse_train_options(trainer *t, int argc, char **argv, int first, int *explicit_opt)
-{
-    const char **vals = calloc(GPT_N_TRAIN_OPTS, sizeof *vals);
-    if (!vals)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    gpt_defaults(&t->cfg);
-    cli_collect(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, argc, argv, first, vals);
-    cli_apply(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, vals, &t->cfg);
-    for (size_t k = 0; k < GPT_N_TRAIN_OPTS; k++)
-        explicit_opt[k] = vals[k] != NULL;
-    free(vals);
-}
-
-static void check_options(gpt_run_config *c, int warmup_given)
-{
-    cli_scale_warmup(&c->warmup, c->steps, warmup_given, dist_rank() == 0);
-    if (c->dim % c->heads != 0)
-        cli_die_usage("invalid value '%zu' for --heads: must divide --dim %zu", c->heads, c->dim);
-    if (c->warmup >= c->steps)
-        cli_die_usage("invalid value '%llu' for --warmup: must be less than --steps (%llu)",
-                      (unsigned long long)c->warmup, (unsigned long long)c->steps);
-    if (c->min_lr > c->lr)
-        cli_die_usage("invalid value '%g' for --min-lr: must not exceed --lr (%g)", c->min_lr,
-                      c->lr);
-}
-
 /* Load the text (exit 2 if unusable) and make the batch buffers and evaluation windows. */
 static void load_data(trainer *t)
 {
@@ -178,22 +152,27 @@ static void trainer_free(trainer *t)
 /* The options and, with --resume, the checkpoint's configuration and state; the checks
  * that need no data. Returns the open checkpoint (NULL without --resume). */
 static mha_st_file *read_options(trainer *t, int argc, char **argv, int first, int *explicit_opt,
-                             char *what, size_t what_cap, int *n_threads)
+                                 char *what, size_t what_cap, int *n_threads)
 {
-    parse_train_options(t, argc, argv, first, explicit_opt);
     gpt_run_config *c = &t->cfg;
+    gpt_defaults(c);
+    train_parse(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, argc, argv, first, c, explicit_opt);
     mha_st_file *ck = NULL;
     text_vocab *ck_vocab = NULL;
     if (c->resume[0]) {
         snprintf(what, what_cap, "cannot resume from %s", c->resume);
-        ck = gpt_open_checkpoint(c->resume, what, explicit_opt, c, &ck_vocab);
+        ck = gpt_open_checkpoint(c->resume, what, explicit_opt, c, &ck_vocab, &t->ck);
         if (!explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "out")])
             cli_dirname(c->resume, c->out, sizeof c->out); /* the checkpoint's directory */
-        gpt_resume_state(ck, what, &t->ck_step, &t->ck_made, &t->elapsed0);
+        t->elapsed0 = t->ck.elapsed;
         t->ck_vocab_n = text_vocab_size(ck_vocab);
         text_vocab_free(ck_vocab);
     }
-    check_options(c, explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "warmup")]);
+    if (c->dim % c->heads != 0)
+        cli_die_usage("invalid value '%zu' for --heads: must divide --dim %zu", c->heads, c->dim);
+    train_check_schedule(c->lr, c->min_lr, &c->warmup, c->steps,
+                         explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "warmup")],
+                         dist_rank() == 0);
     const int threads_given = explicit_opt[cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "threads")];
     if (dist_size() > 1 && !threads_given)
         c->threads = 1; /* the ranks share the cores */
@@ -217,7 +196,7 @@ static int check_resume(const trainer *t, const mha_st_file *ck, const char *wha
                 "the checkpoint's (%zu)", what, c->data,
                 text_vocab_size(text_corpus_vocab(t->corpus)), t->ck_vocab_n);
     }
-    return cli_resume_finished(c->resume, t->ck_step, c->steps);
+    return train_resume_finished(c->resume, t->ck.step, c->steps);
 }
 
 /* The run's id (the checkpoint's; one from before run ids gets a new one); rank 0 makes
@@ -250,7 +229,7 @@ static void build_model(trainer *t, mha_st_file *ck, const char *what, int n_thr
     /* this rank's windows are windows b_first.. of the step's batch: their dropout masks
      * are the ones one process training the whole batch draws */
     cli_check(mha_gpt_set_dropout_batch_offset(t->r.g, t->b_first), "model");
-    t->dg = dist_grads_create(t->r.g, (dist_sync)c->grad_sync);
+    t->dg = dist_grads_create(t->r.pt, t->r.n_pt, t->r.g, (dist_sync)c->grad_sync);
     if (!t->dg)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     cli_check(mha_gpt_param_count(t->r.g, &t->n_params), "model");
@@ -275,20 +254,15 @@ static void open_outputs(trainer *t, report_csv *csv)
     const gpt_run_config *c = &t->cfg;
     if (t->rank0)
         report_make_dirs(c->out);
-    snprintf(t->csv_path, sizeof t->csv_path, "%s/train_log.csv", c->out);
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint.safetensors", c->out);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.safetensors", c->out);
     snprintf(t->sum_path, sizeof t->sum_path, "%s/summary.json", c->out);
     snprintf(t->svg_path, sizeof t->svg_path, "%s/loss.svg", c->out);
     snprintf(t->smp_path, sizeof t->smp_path, "%s/sample.txt", c->out);
-    report_catch_stop_signals();
     report_history_init(&t->hist, H_COLS);
-    t->loop.last_ckpt = c->resume[0] ? c->resume : NULL;
-    if (t->rank0)
-        report_csv_open(csv, t->csv_path, CSV_HEADER, CSV_FMTS, &t->hist, t->r.step,
-                        t->run_id, c->resume, c->force);
-    csv->on_fail = train_loop_log_failed;
-    csv->ctx = &t->loop;
+    train_loop_open_log(&t->loop, &(train_log){c->out, t->rank0, &t->hist, csv, t->r.step,
+                                               CSV_HEADER, CSV_FMTS, t->run_id, c->resume,
+                                               c->force}, t->csv_path, sizeof t->csv_path);
 }
 
 static void print_header(const trainer *t)
@@ -312,7 +286,7 @@ static void print_header(const trainer *t)
                                                  : "after backward");
     if (c->resume[0])
         printf("  resumed from %s at step %llu%s\n", c->resume, (unsigned long long)t->r.step,
-               t->ck_made != c->steps ? " (--steps changed: the remaining steps follow the "
+               t->ck.made != c->steps ? " (--steps changed: the remaining steps follow the "
                                         "schedule of the new --steps)" : "");
     char note[PEAK_PATH_CAP + 128];
     peak_best_note(&t->clk.peak_src, note, sizeof note);
@@ -416,32 +390,20 @@ static void describe(void *ctx, const double *last, char *buf, size_t cap)
 }
 
 /* The trainer, set for this run (after setup). */
-static void loop_setup(trainer *t, report_csv *csv, report_progress *prog)
+static void loop_setup(trainer *t)
 {
     const gpt_run_config *c = &t->cfg;
     train_loop *L = &t->loop;
+    report_progress_start(&t->prog);
+    report_progress_mode(&t->prog, c->progress, dist_with_mpi());
     L->h = (train_hooks){t, forward, backward, evaluate_both, save, describe, dist_max};
-    train_loop_plan(L, t->r.opt, t->r.pt, t->r.n_pt, &t->r.step,
-                    &(train_plan){c->lr, c->min_lr, c->clip, c->warmup, c->steps, c->stop_after,
-                                  c->eval_every, c->ckpt_every});
-    L->eval_cost = 2 * (double)c->eval_batches / 3; /* forwards of both splits' batches */
-    L->n_cols = 2;
-    L->best_col = H_EVVA;
-    L->best = &t->r.best_val;
-    L->best_step = &t->r.best_step;
-    L->out = c->out;
-    L->ckpt_path = t->ckpt_path;
-    L->best_path = t->best_path;
-    L->unit = "tok";
+    train_loop_plan(L, t->r.opt, t->r.pt, t->r.n_pt, &t->r.step, &TRAIN_PLAN_OF(c));
     snprintf(t->eval_what, sizeof t->eval_what, " (%zu batches per split)", c->eval_batches);
-    L->eval_what = t->eval_what;
-    L->peak = t->clk.peak;
-    L->elapsed0 = t->elapsed0;
-    L->t_start = t->t_start;
-    L->rank0 = t->rank0;
-    L->hist = &t->hist;
-    L->csv = csv;
-    L->prog = prog;
+    /* an evaluation: forwards of both splits' batches, a third of a step each */
+    train_loop_report(L, &(train_report){2, H_EVVA, &t->r.best_val, &t->r.best_step,
+                                         2 * (double)c->eval_batches / 3, t->ckpt_path,
+                                         t->best_path, "tok", t->eval_what, t->clk.peak,
+                                         t->elapsed0, t->t_start, &t->prog});
 }
 
 int gpt_train_main(int argc, char **argv, int first)
@@ -456,15 +418,10 @@ int gpt_train_main(int argc, char **argv, int first)
         return 0; /* a finished run: nothing to do */
     }
     const gpt_run_config *c = &t->cfg;
-    report_progress prog;
-    report_progress_start(&prog);
-    report_progress_mode(&prog, c->progress, dist_with_mpi());
-    loop_setup(t, &csv, &prog);
-    const int rc = train_loop_run(&t->loop);
+    loop_setup(t);
+    const int rc = train_loop_run_and_close(&t->loop);
     if (rc)
         return rc;
-    report_progress_end(&prog);
-    train_loop_close(&t->loop);
     const int completed = t->r.step == c->steps;
     const train_loop *L = &t->loop;
     const double tok_s = L->loop_s > 0 ? (double)(L->steps_done * c->batch * c->context) /

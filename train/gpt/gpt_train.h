@@ -44,11 +44,12 @@ typedef struct trainer {
     char ckpt_path[CLI_PATH_CAP + 64], best_path[CLI_PATH_CAP + 64];
     char csv_path[CLI_PATH_CAP + 64], sum_path[CLI_PATH_CAP + 64], svg_path[CLI_PATH_CAP + 64],
         smp_path[CLI_PATH_CAP + 64];
-    uint64_t ck_step, ck_made; /* --resume: the checkpoint's step and its --steps          */
+    train_state_read ck;       /* --resume: the checkpoint's step, its --steps, seconds  */
     size_t ck_vocab_n;         /* and the size of its vocabulary                        */
     size_t n_params;
     loop_clock clk;
     train_loop loop;           /* the loop (trainer.h): its clocks, last evaluation, stop */
+    report_progress prog;      /* its progress line                                    */
     char eval_what[64];        /* the progress line's " (N batches per split)"          */
     char run_id[RUNDIR_ID_CAP]; /* this run's (rundir.h), kept across --resume           */
     /* data parallelism (train/common/dist.h); one rank: rank0 1, b_first 0, b_count B */

@@ -30,6 +30,26 @@ static uint64_t state_hash(const gpt_run *r)
     return h;
 }
 
+/* The run state the layout names, from the live objects (batch generator, optimizer,
+ * model) before a save or a broadcast, and back into them after a load or a broadcast. */
+static void state_out(trainer *t)
+{
+    gpt_run *r = &t->r;
+    r->rng[0] = t->rng.state;
+    r->rng[1] = t->rng.inc;
+    cli_check(mha_optim_get_step(r->opt, &r->optim_t), "optimizer");
+    cli_check(mha_gpt_get_call_index(r->g, &r->call_index), "model");
+}
+
+static void state_in(trainer *t)
+{
+    gpt_run *r = &t->r;
+    t->rng.state = r->rng[0];
+    t->rng.inc = r->rng[1];
+    cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
+    cli_check(mha_gpt_set_call_index(r->g, r->call_index), "model");
+}
+
 /* Every rank calls it; rank 0 writes the file (and all return its status). With several
  * ranks it first checks that every rank holds the same weights and moments. */
 int gpt_save_checkpoint(trainer *t, const char *path)
@@ -42,10 +62,7 @@ int gpt_save_checkpoint(trainer *t, const char *path)
     if (!t->rank0)
         return MHA_OK;
     ckpt_layout c = gpt_run_layout(r);
-    r->rng[0] = t->rng.state;
-    r->rng[1] = t->rng.inc;
-    cli_check(mha_optim_get_step(r->opt, &r->optim_t), "optimizer");
-    cli_check(mha_gpt_get_call_index(r->g, &r->call_index), "model");
+    state_out(t);
     ckpt_meta meta = {0};
     int st = ckpt_meta_init(&meta, GPT_CKPT_FORMAT, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, &t->cfg);
     if (st == MHA_OK)
@@ -77,7 +94,7 @@ void gpt_load_checkpoint(trainer *t, mha_st_file *f, const char *what)
     if (ckpt_load(f, &c, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
     /* every completed step made exactly one optimizer step (checked before the model was
-     * built too: resume_state) */
+     * built too: train_read_state) */
     if (r->optim_t != r->step || (r->rng[1] & 1u) == 0 || r->best_step > r->step)
         cli_die(CLI_EXIT_USAGE, "%s: inconsistent state (train.step %llu, optimizer.step %llu, "
                 "best.step %llu, data.rng increment %llu)", what, (unsigned long long)r->step,
@@ -86,96 +103,18 @@ void gpt_load_checkpoint(trainer *t, mha_st_file *f, const char *what)
     if (r->step > t->cfg.steps)
         cli_die(CLI_EXIT_USAGE, "%s: it is at step %llu, past --steps %llu", what,
                 (unsigned long long)r->step, (unsigned long long)t->cfg.steps);
-    t->rng.state = r->rng[0];
-    t->rng.inc = r->rng[1];
-    cli_check(mha_optim_set_step(r->opt, r->optim_t), "optimizer");
-    cli_check(mha_gpt_set_call_index(r->g, r->call_index), "model");
+    state_in(t);
 }
 
 /* Several ranks: every rank takes rank 0's weights, AdamW moments and training state (the
- * same bits whether rank 0 initialised them or read them from a checkpoint). */
+ * same bits whether rank 0 initialised them or read them from a checkpoint): the
+ * checkpoint's table, broadcast. */
 void gpt_share_rank0_state(trainer *t)
 {
-    gpt_run *r = &t->r;
-    for (size_t i = 0; i < r->n_pt; i++) {
-        dist_bcast(r->pt[i].p, r->pt[i].numel * sizeof(float));
-        dist_bcast(r->pt[i].m, r->pt[i].numel * sizeof(float));
-        dist_bcast(r->pt[i].v, r->pt[i].numel * sizeof(float));
-    }
-    uint64_t u[6] = {r->step, r->best_step, t->rng.state, t->rng.inc, 0, 0};
-    cli_check(mha_optim_get_step(r->opt, &u[4]), "optimizer");
-    cli_check(mha_gpt_get_call_index(r->g, &u[5]), "model");
-    dist_bcast(u, sizeof u);
-    dist_bcast(&r->best_val, sizeof r->best_val);
-    r->step = u[0];
-    r->best_step = u[1];
-    t->rng.state = u[2];
-    t->rng.inc = u[3];
-    cli_check(mha_optim_set_step(r->opt, u[4]), "optimizer");
-    cli_check(mha_gpt_set_call_index(r->g, u[5]), "model");
-}
-
-/* The state of checkpoint f read before a model is built: its step (*step), the --steps
- * it was made with (*made) and its elapsed seconds (*elapsed, 0 when absent); the step
- * counters (within the run), best.val_loss and data.rng are checked, each named in the
- * message. Exit 2. */
-void gpt_resume_state(const mha_st_file *f, const char *what, uint64_t *step, uint64_t *made,
-                         double *elapsed)
-{
-    char err[512];
-    gpt_run_config tmp;
-    const size_t k_steps = cli_index(GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, "steps");
-    const char *ms = mha_st_meta(f, "steps"), *me = mha_st_meta(f, "elapsed_seconds");
-    if (!ms || cli_parse(&GPT_TRAIN_OPTS[k_steps], ms, &tmp) != NULL)
-        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is missing or not a step count", what);
-    *made = tmp.steps;
-    *elapsed = 0;
-    if (me) {
-        char *end;
-        *elapsed = strtod(me, &end);
-        if (end == me || *end != '\0' || !(*elapsed >= 0 && *elapsed < 1e12))
-            cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds = \"%.64s\" is not a "
-                    "duration in seconds", what, me);
-    }
-    const void *d;
-    const size_t two = 2;
-    uint64_t optim_t, best, rng[2];
-    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(step, d, sizeof *step);
-    if (mha_st_get(f, "optimizer.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(&optim_t, d, sizeof optim_t);
-    if (mha_st_get(f, "best.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(&best, d, sizeof best);
-    if (mha_st_get(f, "data.rng", MHA_ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(rng, d, sizeof rng);
-    double best_val;
-    if (mha_st_get(f, "best.val_loss", MHA_ST_F64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    memcpy(&best_val, d, sizeof best_val);
-    /* a loss is >= 0; +inf (with best.step 0) until the first evaluation */
-    if (!(best_val >= 0) || (isinf(best_val) != (best == 0)))
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.val_loss %g at best.step %llu "
-                "(a validation loss is finite and >= 0, or +inf before the first evaluation)",
-                what, best_val, (unsigned long long)best);
-    if (optim_t != *step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
-                "train.step %llu (every step is one optimizer step)", what,
-                (unsigned long long)optim_t, (unsigned long long)*step);
-    if (best > *step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: best.step %llu is past train.step %llu",
-                what, (unsigned long long)best, (unsigned long long)*step);
-    if (*step > *made)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
-                "%llu it was made with", what, (unsigned long long)*step,
-                (unsigned long long)*made);
-    if ((rng[1] & 1u) == 0)
-        cli_die(CLI_EXIT_USAGE, "%s: bad data.rng state: the PCG32 increment %llu is even (a "
-                "generator's increment is always odd); the file is corrupt", what,
-                (unsigned long long)rng[1]);
+    state_out(t);
+    ckpt_layout c = gpt_run_layout(&t->r);
+    dist_bcast_layout(&c);
+    state_in(t);
 }
 
 /* ---- pictures and summary ------------------------------------------------------------------ */

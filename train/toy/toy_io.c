@@ -67,44 +67,6 @@ int save_checkpoint(run_state *rs, const char *path)
     return st;
 }
 
-/* Take the configuration stored in checkpoint `path` into *cfg: fields with ckpt == 1
- * always (an explicitly given option that differs is refused: exit 2 with both values),
- * fields with ckpt == 2 unless given on the command line. Any unreadable, corrupt or
- * foreign file is refused with mha_st_load's message (exit 2). */
-/* The checkpoint's completed steps, with its optimizer step and batch generator, each
- * named and checked (exit 2): before a model is built, so that a finished run or a corrupt
- * state is told as such. made_steps: the --steps it was made with. */
-static uint64_t read_step(const mha_st_file *f, const char *prefix, uint64_t made_steps)
-{
-    char err[2 * CLI_PATH_CAP] = "";
-    const void *d;
-    const size_t two = 2;
-    uint64_t step, optim_t, rng[2];
-    if (mha_st_get(f, "train.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
-    memcpy(&step, d, sizeof step);
-    if (mha_st_get(f, "optimizer.step", MHA_ST_U64, 0, NULL, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
-    memcpy(&optim_t, d, sizeof optim_t);
-    if (mha_st_get(f, "data.rng", MHA_ST_U64, 1, &two, &d, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
-    memcpy(rng, d, sizeof rng);
-    /* every completed step made exactly one optimizer step */
-    if (optim_t != step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: optimizer.step %llu differs from "
-                "train.step %llu (every step is one optimizer step)", prefix,
-                (unsigned long long)optim_t, (unsigned long long)step);
-    if (step > made_steps)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state: train.step %llu is past the --steps "
-                "%llu it was made with", prefix, (unsigned long long)step,
-                (unsigned long long)made_steps);
-    if ((rng[1] & 1u) == 0)
-        cli_die(CLI_EXIT_USAGE, "%s: bad data.rng state: the PCG32 increment %llu is even "
-                "(a generator's increment is always odd); the file is corrupt", prefix,
-                (unsigned long long)rng[1]);
-    return step;
-}
-
 /* The parameter tensors must have the shapes of cfg before a model of that config is
  * allocated: a corrupt value (say seq-len 4096) is refused as a mismatch here (exit 2), not
  * by an allocation failure (exit 1) or after gigabytes of model. */
@@ -135,41 +97,28 @@ static void check_shapes(const mha_st_file *f, const run_config *cfg, const char
     }
 }
 
+/* Take the configuration stored in checkpoint `path` into *cfg: fields with ckpt == 1
+ * always (an explicitly given option that differs is refused: exit 2 with both values),
+ * fields with ckpt == 2 unless given on the command line; its run state is read and checked
+ * before a model is built, so that a finished run or a corrupt state is told as such. Any
+ * unreadable, corrupt or foreign file is refused (exit 2). */
 void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
                    resume_info *info)
 {
-    mha_st_file *f = NULL;
-    char err[2 * CLI_PATH_CAP] = "", prefix[CLI_PATH_CAP + 32];
+    char prefix[CLI_PATH_CAP + 32];
     snprintf(prefix, sizeof prefix, "cannot resume from %s", path);
-    int st = mha_st_load(path, &f, err, sizeof err);
-    if (st == MHA_OK) /* the checksums first: nothing is read from a corrupt file */
-        st = ckpt_verify(f, err, sizeof err);
-    if (st != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+    mha_st_file *f = train_open_checkpoint(path, prefix, CKPT_FORMAT, NULL, TRAIN_OPTS,
+                                           TRAIN_N_OPTS, explicit_opt, cfg, sizeof *cfg);
     const char *id = mha_st_meta(f, "run_id");
     if (rundir_id_valid(id))
         snprintf(info->run_id, sizeof info->run_id, "%s", id);
-    /* the --steps it was made with, before a given --steps replaces it */
-    run_config made = *cfg;
-    const size_t k_steps = cli_index(TRAIN_OPTS, TRAIN_N_OPTS, "steps");
-    const char *ms = mha_st_meta(f, "steps");
-    if (!ms || cli_parse(&TRAIN_OPTS[k_steps], ms, &made) != NULL)
-        cli_die(CLI_EXIT_USAGE, "%s: metadata steps is %s%s%s", prefix, ms ? "\"" : "missing",
-                ms ? ms : "", ms ? "\", not a step count" : "");
-    info->steps = made.steps;
-    info->elapsed = 0;
-    const char *me = mha_st_meta(f, "elapsed_seconds");
-    if (me) {
-        char *end;
-        info->elapsed = strtod(me, &end);
-        if (end == me || *end != '\0' || !(info->elapsed >= 0 && info->elapsed < 1e12))
-            cli_die(CLI_EXIT_USAGE, "%s: metadata elapsed_seconds = \"%.64s\" is not a "
-                    "duration in seconds", prefix, me);
-    }
-    info->step = read_step(f, prefix, made.steps);
-    if (ckpt_config_from_meta(f, path, prefix, CKPT_FORMAT, TRAIN_OPTS, TRAIN_N_OPTS, explicit_opt, cfg,
-                              sizeof *cfg, err, sizeof err) != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "%s", err);
+    /* every completed step made exactly one optimizer step; no best value */
+    const train_state_rules rules = {1, 0, NULL, 0, NULL};
+    train_state_read st;
+    train_read_state(f, prefix, TRAIN_OPTS, TRAIN_N_OPTS, sizeof *cfg, &rules, &st);
+    info->steps = st.made;
+    info->step = st.step;
+    info->elapsed = st.elapsed;
     check_shapes(f, cfg, prefix);
     mha_st_free(f);
 }

@@ -32,21 +32,13 @@ const cli_opt TRAIN_OPTS[] = {
     {"heads", CLI_SIZE, OFF(heads), 1, 4096, 1, "H", "attention heads (must divide D)", NULL},
     {"dropout", CLI_DBL, OFF(dropout), 0, 1, 1, "P", "attention dropout probability", NULL},
     {"batch", CLI_SIZE, OFF(batch), 1, 65536, 1, "B", "examples per training step", NULL},
-    {"steps", CLI_U64, OFF(steps), 1, 1e9, 2, "N",
-     "training steps. With --resume, another N (above the checkpoint's step) continues the "
-     "run, a finished one too: each remaining step gets the learning rate a run started with "
-     "--steps N has at that step (warm-up, then for 0-based step s >= warmup: min-lr + (lr - "
-     "min-lr)(1 + cos(pi (s - warmup) / (N - 1 - warmup)))/2, min-lr from s = N - 1); the "
-     "steps done keep theirs. The checkpoint's N continues bit for bit; a finished run "
-     "resumed without a larger N exits 0 with a message", NULL},
+    CLI_OPT_STEPS(OFF(steps)),
     {"optimizer", CLI_CHOICE, OFF(optimizer), 0, 0, 1, "NAME", "sgd | adam | adamw", TOY_OPTIM_NAMES},
-    {"lr", CLI_DBL, OFF(lr), 0, 1e6, 1, "X", "peak learning rate (after warm-up). Numbers are decimal (digits, "
-     "fraction, exponent: 3e-3; no sign, hex, inf or nan); a subnormal such as 1e-320 is "
-     "kept, a value that underflows to 0 (1e-400) is refused", NULL},
-    {"min-lr", CLI_DBL, OFF(min_lr), 0, 1e6, 1, "X", "learning rate at the end of the cosine", NULL},
+    CLI_OPT_LR(OFF(lr), 1),
+    CLI_OPT_MIN_LR(OFF(min_lr), 1),
     {"warmup", CLI_U64, OFF(warmup), 0, 1e9, 1, "N",
      "linear warm-up steps (< --steps; by default at most --steps/10)", NULL},
-    {"clip", CLI_DBL, OFF(clip), 0, 1e12, 1, "X", "clip the global gradient norm (0 = off)", NULL},
+    CLI_OPT_CLIP(OFF(clip), 1),
     {"weight-decay", CLI_DBL, OFF(weight_decay), 0, 1e6, 1, "X",
      "weight decay (coupled for sgd/adam, decoupled for adamw)", NULL},
     {"momentum", CLI_DBL, OFF(momentum), 0, 0.999999, 1, "X", "SGD momentum (--optimizer sgd)", NULL},
@@ -62,8 +54,7 @@ const cli_opt TRAIN_OPTS[] = {
      "learn from it; still trained)", POSINIT_NAMES},
     {"out", CLI_PATH, OFF(out), 0, 0, 0, "DIR",
      "output directory (default runs/<task>; with --resume, the checkpoint's directory)", NULL},
-    {"resume", CLI_PATH, OFF(resume), 0, 0, 0, "FILE",
-     "continue from a checkpoint (unspecified options are taken from it)", NULL},
+    CLI_OPT_RESUME(OFF(resume)),
     CLI_OPT_FORCE(OFF(force)),
     CLI_OPT_PROGRESS(OFF(progress)),
 };
@@ -206,12 +197,8 @@ static void check_across_options(const run_config *cfg, const int *explicit_opt)
     if (cfg->task == TASK_LOOKUP && cfg->pairs > cfg->vocab)
         cli_die_usage("invalid value '%zu' for --pairs: lookup needs --pairs <= --vocab (%zu) "
                       "for distinct keys", cfg->pairs, cfg->vocab);
-    if (cfg->warmup >= cfg->steps)
-        cli_die_usage("invalid value '%llu' for --warmup: must be less than --steps (%llu)",
-                      (unsigned long long)cfg->warmup, (unsigned long long)cfg->steps);
-    if (cfg->min_lr > cfg->lr)
-        cli_die_usage("invalid value '%g' for --min-lr: must not exceed --lr (%g)", cfg->min_lr,
-                      cfg->lr);
+    uint64_t warmup = cfg->warmup; /* a default one was made at most a tenth already */
+    train_check_schedule(cfg->lr, cfg->min_lr, &warmup, cfg->steps, 1, 0);
     if (cfg->optimizer != MHA_OPTIM_SGD && explicit_opt[opt_index("momentum")])
         cli_die_usage("--momentum applies to --optimizer sgd only");
 }
@@ -231,7 +218,7 @@ int toy_configure(int argc, char **argv, run_config *cfg, resume_info *ri, int *
         resume_config(cfg->resume, explicit_opt, cfg, ri);
         if (!explicit_opt[opt_index("out")]) /* the checkpoint's own directory */
             cli_dirname(cfg->resume, cfg->out, sizeof cfg->out);
-        if (cli_resume_finished(cfg->resume, ri->step, cfg->steps))
+        if (train_resume_finished(cfg->resume, ri->step, cfg->steps))
             return 0;
     }
     check_across_options(cfg, explicit_opt);

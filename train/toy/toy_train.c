@@ -186,7 +186,6 @@ static void loop_open(toy_loop *tl, run_state *rs, const resume_info *ri, size_t
     memset(tl, 0, sizeof *tl);
     tl->rs = rs;
     tl->n_params = n_params;
-    snprintf(tl->csv_path, sizeof tl->csv_path, "%s/train_log.csv", cfg->out);
     snprintf(tl->ckpt_path, sizeof tl->ckpt_path, "%s/checkpoint.safetensors", cfg->out);
     snprintf(tl->sum_path, sizeof tl->sum_path, "%s/summary.json", cfg->out);
     snprintf(tl->svg_path, sizeof tl->svg_path, "%s/loss.svg", cfg->out);
@@ -217,32 +216,18 @@ static void loop_open(toy_loop *tl, run_state *rs, const resume_info *ri, size_t
         L->eval_s += report_now() - t; /* its cost counts in the time left */
         L->n_evals++;
     }
-    report_catch_stop_signals();
-    report_csv_open(&tl->csv, tl->csv_path, CSV_HEADER, CSV_FMTS, &rs->hist, rs->step,
-                    rs->run_id, cfg->resume, cfg->force);
-    tl->csv.on_fail = train_loop_log_failed;
-    tl->csv.ctx = L;
-
+    train_loop_open_log(L, &(train_log){cfg->out, 1, &rs->hist, &tl->csv, rs->step, CSV_HEADER,
+                                        CSV_FMTS, rs->run_id, cfg->resume, cfg->force},
+                        tl->csv_path, sizeof tl->csv_path);
     L->h = (train_hooks){tl, forward, backward, evaluate_row, save, describe, NULL};
-    train_loop_plan(L, rs->opt, rs->pt, rs->n_pt, &rs->step,
-                    &(train_plan){cfg->lr, cfg->min_lr, cfg->clip, cfg->warmup, cfg->steps,
-                                  cfg->stop_after, cfg->eval_every, cfg->ckpt_every});
+    train_loop_plan(L, rs->opt, rs->pt, rs->n_pt, &rs->step, &TRAIN_PLAN_OF(cfg));
     L->early_evals = 1;
     L->final_eval = 1;
-    L->eval_cost = (double)cfg->eval_size / (double)cfg->batch / 3; /* forwards */
-    L->n_cols = 2;
-    L->out = cfg->out;
-    L->ckpt_path = tl->ckpt_path;
-    L->unit = "tok";
-    L->eval_what = tl->eval_what;
-    L->peak = rs->peak;
-    L->elapsed0 = rs->elapsed0;
-    L->t_start = rs->t_start;
-    L->rank0 = 1;
-    L->hist = &rs->hist;
-    L->csv = &tl->csv;
-    L->prog = &tl->prog;
-    L->last_ckpt = cfg->resume[0] ? cfg->resume : NULL;
+    /* no best checkpoint; an evaluation: forwards, a third of a step per batch */
+    train_loop_report(L, &(train_report){2, -1, NULL, NULL,
+                                         (double)cfg->eval_size / (double)cfg->batch / 3,
+                                         tl->ckpt_path, NULL, "tok", tl->eval_what, rs->peak,
+                                         rs->elapsed0, rs->t_start, &tl->prog});
 }
 
 /* The end of a run that did not stop on a non-finite value: the checkpoint, the final
