@@ -3,5 +3,6 @@
 #define REAL double
 #define X(name) mhad_##name
 #define PRIV(name) mha__d##name /* internal names (src/mha_internal.h) */
+#include "mha_internal.h" /* every header first: then the float64 names */
+#include "names_f64.h"
 #include "gpt_core.inc"
-#include "s2s_core.inc" /* the encoder–decoder (mha_s2s_*, mha_decoder_block_*) */

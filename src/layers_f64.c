@@ -3,4 +3,6 @@
 #define X(name) mhad_##name
 #define PRIV(name) mha__d##name
 #define GELU_TANH(u) tanh(u)
+#include "mha_internal.h" /* every header first: then the float64 names */
+#include "names_f64.h"
 #include "layers_core.inc"

@@ -2,4 +2,6 @@
  * optimizers on double parameters, gradients and moments. */
 #define REAL double
 #define X(name) mhad_##name
+#include "mha_internal.h" /* every header first: then the float64 names */
+#include "names_f64.h"
 #include "optim_core.inc"
