@@ -24,7 +24,7 @@
  *   so results do not depend on the thread count (beyond BLAS's own summation order).
  *
  * Backends (mha__gemm_backend):
- *   OWN   own register-blocked kernel (src/gemm_core.inc), always available.
+ *   OWN   own register-blocked kernel (src/gemm_core.c), always available.
  *   BLAS  CBLAS (OpenBLAS).
  *   XSMM  libxsmm 1.17 JIT kernel (built with MHA_WITH_LIBXSMM): column-major, so the
  *         row-major product is computed as Cᵀ = op(B)ᵀ·op(A)ᵀ; libxsmm 1.17's JIT takes a
@@ -34,7 +34,7 @@
  *         beta ∉ {0, 1} before an alpha = 1 product (alpha ≠ 1 with beta ≠ 0: refused).
  *   REF   the naive triple loop the tests compare against.
  * The rule AUTO applies (which backend for which shape) is a table measured by
- * tools/gemm_calib.c; it is written out above gemm_choose in src/gemm_core.inc.
+ * tools/gemm_calib.c; it is written out above gemm_choose in src/gemm_core.c.
  *
  * mha__?gemm_with — the same product on a given backend, in the calling thread (tests,
  * calibration). Returns 0, or -1 without touching C when that backend is not built in or

@@ -42,7 +42,7 @@
 
 #include "mha_internal.h"
 
-/* Minimum multiply-adds before the rows are split over threads (as src/gemm_core.inc). */
+/* Minimum multiply-adds before the rows are split over threads (as src/gemm_core.c). */
 #define SPLIT_MIN_WORK 262144
 
 /* ---------------------------------------------------------------------------

@@ -163,7 +163,7 @@ int mha__dbackward_set(mhad_module *m, mhad_cache *c, const double *x_query,
                        const double *x_context, const double *d_out, double *dx_query,
                        double *dx_context);
 
-/* ---- Modules whose owner sets the weights (src/mha_core.inc) -------------------------
+/* ---- Modules whose owner sets the weights (src/mha_core.c) -------------------------
  * mha__?create_undrawn: mha_create / mhad_create without drawing the initial weights (they
  * are zeros until the caller writes them): for the blocks, which draw
  * their modules' weights from seeds of their own right after, and for models about to be

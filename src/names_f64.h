@@ -1,8 +1,8 @@
 /*
  * The float64 instantiations' public names. The templates (src/<name>.inc) define each public
  * function under its float32 name, so that `grep -rn mha_s2s_beam src` finds its
- * definition; a float64 translation unit (mha_f64.c, layers_f64.c, gpt_f64.c, s2s_f64.c,
- * optim_f64.c) includes every header first (mha_internal.h, which includes mha.h) and then this file, so
+ * definition; in the double compilation of a template (src/real.h with -DMHA_DOUBLE),
+ * every header is included first (mha_internal.h, which includes mha.h) and then this file, so
  * that the same definition makes mhad_s2s_beam there. A template function missing here is a
  * compile error in the float64 unit (its float32 prototype, already declared, conflicts).
  * Internal and static helpers keep the X(name) / PRIV(name) spellings.
@@ -24,7 +24,7 @@
 #define mha_block_forward_lengths mhad_block_forward_lengths
 #define mha_block_backward mhad_block_backward
 
-/* src/gpt_core.inc */
+/* src/gpt_core.c */
 #define mha_gpt_destroy mhad_gpt_destroy
 #define mha_gpt_create mhad_gpt_create
 #define mha_gpt_get_config mhad_gpt_get_config
@@ -54,7 +54,7 @@
 #define mha_gpt_infer_length mhad_gpt_infer_length
 #define mha_gpt_infer_step mhad_gpt_infer_step
 
-/* src/layers_core.inc */
+/* src/layers_core.c */
 #define mha_layernorm_forward mhad_layernorm_forward
 #define mha_layernorm_backward mhad_layernorm_backward
 #define mha_gelu_forward mhad_gelu_forward
@@ -89,7 +89,7 @@
 #define mha_cache_create mhad_cache_create
 #define mha_cache_attention mhad_cache_attention
 
-/* src/mha_core.inc */
+/* src/mha_core.c */
 #define mha_create mhad_create
 #define mha_destroy mhad_destroy
 #define mha_get_config mhad_get_config
@@ -114,7 +114,7 @@
 #define mha_forward_cross_cached mhad_forward_cross_cached
 #define mha_kvcache_select mhad_kvcache_select
 
-/* src/optim_core.inc */
+/* src/optim_core.c */
 #define mha_optim_create mhad_optim_create
 #define mha_optim_destroy mhad_optim_destroy
 #define mha_optim_add mhad_optim_add
@@ -139,7 +139,7 @@
 #define mha_decoder_block_forward mhad_decoder_block_forward
 #define mha_decoder_block_backward mhad_decoder_block_backward
 
-/* src/s2s_core.inc */
+/* src/s2s_core.c */
 #define mha_s2s_destroy mhad_s2s_destroy
 #define mha_s2s_create mhad_s2s_create
 #define mha_s2s_get_config mhad_s2s_get_config

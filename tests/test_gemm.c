@@ -241,7 +241,7 @@ static void gemm_choice_few_rows(void **state)
     }
 }
 
-/* The backend rule as written above gemm_choose (src/gemm_core.inc), outside parallel
+/* The backend rule as written above gemm_choose (src/gemm_core.c), outside parallel
  * regions (threads 1): with libxsmm — NN libxsmm; NT BLAS below 16 rows, libxsmm while
  * N <= 256, BLAS beyond; TN the own kernel below 4096 multiply-adds, libxsmm for K >= 256
  * and M <= 128, BLAS otherwise; TT BLAS —, without it BLAS from 16384 multiply-adds and the

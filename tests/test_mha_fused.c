@@ -4,7 +4,7 @@
  * separate copy of x_query: three products, as for cross-attention): the same outputs,
  * parameter gradients and input gradients, in both attention modes and both precisions,
  * with dropout, masks, widths that are not a multiple of the vector length and the widest
- * fused width (D = 128, src/mha_core.inc QKV_FUSE_MAX_D); and the same results on 1 and 2
+ * fused width (D = 128, src/mha_core.c QKV_FUSE_MAX_D); and the same results on 1 and 2
  * threads.
  */
 #include <math.h>

@@ -1,11 +1,11 @@
 /*
- * Tests of src/optim_core.inc (include/mha_optim.h): SGD (momentum, coupled weight decay),
+ * Tests of src/optim_core.c (include/mha_optim.h): SGD (momentum, coupled weight decay),
  * Adam (coupled weight decay) and AdamW (decoupled), global gradient-norm clipping,
  * the warm-up + cosine learning-rate schedule, validation and the checkpoint accessors.
  *
  * Every test that holds for both precisions is written once, in test_optim_run.inc,
  * and included twice: float (tests optim_<name>, mha_optim_*) and double (tests
- * optim_f64_<name>, mhad_optim_*, the same source in src/optim_core.inc). Each is
+ * optim_f64_<name>, mhad_optim_*, the same source in src/optim_core.c). Each is
  * held to the double reference at its own precision's accuracy and to torch's float32
  * results at float accuracy.
  *

@@ -1,6 +1,6 @@
 /* mha-gemm-calib: time every GEMM backend of src/gemm.h (own kernel, OpenBLAS, libxsmm)
  * at the products the library computes, one thread, and print GFLOP/s per backend, the
- * fastest, and what the entry point's rule picks. The rule in src/gemm_core.inc
+ * fastest, and what the entry point's rule picks. The rule in src/gemm_core.c
  * (gemm_choose) was written from this table.
  *
  *   build-X/mha-gemm-calib [--double] [--ms N]

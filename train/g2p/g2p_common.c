@@ -195,7 +195,7 @@ void g2p_defaults(g2p_config *c)
 /* ---- memory ---------------------------------------------------------------------------- */
 
 /* A lower bound of what mha_s2s_create and AdamW take, from the model's own buffers
- * (src/s2s_core.inc, s2s_block.inc, gpt_block.inc), in float32, for batches of B pairs of
+ * (src/s2s_core.c, s2s_block.inc, gpt_block.inc), in float32, for batches of B pairs of
  * S source and T target positions (the model's contexts):
  *   parameters P = (Vs + Vt + S + T)·C + Le·(4C² + 2FC + F + 9C) + Ld·(8C² + 2FC + F + 15C)
  *     + 4C, each with its gradient and AdamW's two moments: 16·P bytes;

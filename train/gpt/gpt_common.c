@@ -290,7 +290,7 @@ void gpt_generate(mha_gpt *g, const text_vocab *voc, const int32_t *ids, size_t 
 /* ---- memory ---------------------------------------------------------------------------- */
 
 /* A lower bound of what mha_gpt_create, AdamW and the data take, from the model's own
- * buffers (src/gpt_core.inc, gpt_block.inc, mha_cache.inc), in float32:
+ * buffers (src/gpt_core.c, gpt_block.inc, mha_cache.inc), in float32:
  *   parameters P = V·C + T·C + L·(4C² + 4C + 2FC + F + 5C) + 2C, each with its gradient
  *     and AdamW's two moments: 16·P bytes;
  *   activations of R = B·T rows: per block LN outputs, attention in and out, residuals,

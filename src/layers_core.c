@@ -1,8 +1,6 @@
 /*
- * The layers of include/mha_layers.h, written once for both precisions. Included by
- * src/layers_f32.c (REAL = float) and src/layers_f64.c (REAL = double) with
- *   X(name)    the public name   (mha_name / mhad_name)
- *   PRIV(name) the internal name (mha__sname / mha__dname) of the GEMM wrapper.
+ * The layers of include/mha_layers.h, written once for both precisions and compiled twice
+ * (float; double with -DMHA_DOUBLE: src/real.h gives REAL, X(name) and PRIV(name)).
  *
  * Letters (as in include/mha_layers.h): N rows, C features, F hidden features,
  * V vocabulary, B batch, T sequence length. Every tensor is dense and row-major.
@@ -15,6 +13,45 @@
  * module (src/gemm.h) on the caller's thread count (one thread when called inside a
  * parallel region), with every dimension <= INT_MAX (checked: MHA_EOVERFLOW).
  */
+#include "real.h" /* REAL, X, PRIV: float, or double with -DMHA_DOUBLE */
+
+#include <stdint.h>
+
+#ifdef MHA_DOUBLE
+#define GELU_TANH(u) tanh(u)
+#else
+/* tanh for float, written so that loops over it vectorise (no call, no branch):
+ *   tanh u = 1 − 2 / (e^{2u} + 1),   e^{2u} = 2^a,  a = 2u·log2(e) clamped to ±126,
+ *   2^a = 2^k · 2^f with k = round(a) (the 1.5·2^23 trick: exact, no rint call),
+ *   f ∈ [−½, ½], 2^f by its degree-7 Taylor polynomial (truncation < 2e-9).
+ * Absolute error below 2.5e-7 over the whole range (tests/test_layers.c checks it
+ * against libm's double tanh); ±1 exactly beyond |u| ≈ 9; NaN gives a finite value
+ * (GELU's x·(…) still propagates the NaN). */
+static inline float mha__tanhf(float u)
+{
+    float a = 2.8853900817779268f * u; /* 2·log2(e)·u */
+    a = a < -126.0f ? -126.0f : a;
+    a = a > 126.0f ? 126.0f : a;
+    const float k = (a + 12582912.0f) - 12582912.0f; /* round to nearest, |a| < 2^22 */
+    const float f = a - k;                             /* exact, in [−½, ½] */
+    float p = 1.5252733804059841e-05f;
+    p = p * f + 1.5403530393381606e-04f;
+    p = p * f + 1.3333558146428443e-03f;
+    p = p * f + 9.6181291076284772e-03f;
+    p = p * f + 5.5504108664821580e-02f;
+    p = p * f + 2.4022650695910071e-01f;
+    p = p * f + 6.9314718055994531e-01f;
+    p = p * f + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } scale = {.i = ((int32_t)k + 127) << 23}; /* 2^k, k ∈ [−126, 126]: a normal float */
+    const float e = p * scale.f;
+    return 1.0f - 2.0f / (e + 1.0f);
+}
+#define GELU_TANH(u) mha__tanhf(u)
+#endif
+
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -248,7 +285,7 @@ int mha_layernorm_backward(size_t N, size_t C, const REAL *x, const REAL *w, con
  *
  * Computed in the layer's own precision with GELU_TANH, which the instantiation
  * defines: libm's tanh for double (the gradient checks' exact reference), and for
- * float an inline tanh (mha__tanhf in src/layers_f32.c, within 2e-7 of the double one)
+ * float an inline tanh (mha__tanhf above, within 2e-7 of the double one)
  * that the element loops below can vectorise — libm's tanh, called per element,
  * was nearly half of a GPT training step. The loops are compiled for x86-64, -v3 and
  * -v4 (LAYERS_CLONES); multiply-adds are never fused (ISO C), so every clone

@@ -1,8 +1,8 @@
 /*
  * Optimizers and gradient clipping (include/mha_optim.h, mha_optim_api.h), written once
- * for both precisions. Included by src/optim_f32.c (REAL = float, X(name) = mha_name)
- * and src/optim_f64.c (REAL = double, X(name) = mhad_name); each translation unit
- * includes it once, so the static helpers and the types below are per precision.
+ * for both precisions and compiled twice (float, X(name) = mha_name; double with
+ * -DMHA_DOUBLE, X(name) = mhad_name: src/real.h), so the static helpers and the types
+ * below are per precision; the untyped parts at the end are compiled in the float unit.
  *
  * Arithmetic: every element is read as REAL, converted to double, updated in double and
  * converted back to REAL once when stored; the gradient norm is accumulated in double.
@@ -15,9 +15,7 @@
  * Every loop over the elements walks the span table (optim_span): pieces of the groups'
  * [n] arrays (params, grads, m, v share a group's layout), shared among OpenMP threads.
  */
-#if !defined(REAL) || !defined(X)
-#error "define REAL and X before including optim_core.inc"
-#endif
+#include "real.h" /* REAL, X: float, or double with -DMHA_DOUBLE */
 
 #include "mha.h" /* status codes; includes mha_optim.h */
 
@@ -396,3 +394,49 @@ int mha_optim_set_step(X(optimizer) *o, uint64_t t)
     return MHA_OK;
 }
 
+#ifndef MHA_DOUBLE /* the untyped parts of include/mha_optim.h, once: the default configs
+                     and the learning-rate schedule */
+int mha_optim_default_config(mha_optim_kind kind, mha_optim_config *cfg)
+{
+    if (cfg == NULL)
+        return MHA_EINVAL;
+    mha_optim_config c = {0};
+    c.kind = kind;
+    switch (kind) {
+    case MHA_OPTIM_SGD:
+        break;
+    case MHA_OPTIM_ADAM:
+    case MHA_OPTIM_ADAMW:
+        c.beta1 = 0.9;
+        c.beta2 = 0.999;
+        c.eps = 1e-8;
+        c.weight_decay = kind == MHA_OPTIM_ADAMW ? 0.01 : 0.0;
+        break;
+    default:
+        return MHA_EINVAL;
+    }
+    *cfg = c;
+    return MHA_OK;
+}
+
+int mha_lr_at(const mha_lr_schedule *s, uint64_t step, double *lr)
+{
+    if (s == NULL || lr == NULL)
+        return MHA_EINVAL;
+    const double base = s->base_lr, lo = s->min_lr;
+    const uint64_t W = s->warmup_steps, T = s->total_steps;
+    if (!in_range(base, 0.0, INFINITY, 1) || !in_range(lo, 0.0, base, 0) || T == 0 || W >= T)
+        return MHA_EINVAL;
+    if (step < W) {
+        *lr = base * (double)(step + 1) / (double)W; /* linear warm-up, step + 1 <= W */
+    } else if (step < T - 1) {
+        /* here W <= step < T − 1, so T − 1 − W >= 1 */
+        const double pi = 3.14159265358979323846;
+        double q = (double)(step - W) / (double)(T - 1 - W);
+        *lr = lo + (base - lo) * 0.5 * (1.0 + cos(pi * q));
+    } else {
+        *lr = lo; /* step >= T − 1 and >= W */
+    }
+    return MHA_OK;
+}
+#endif /* !MHA_DOUBLE */

@@ -1,7 +1,7 @@
 /*
  * The GPT-2-style block and model (include/mha_gpt.h), written once for both
- * precisions. Included by src/gpt_f32.c (REAL float, X(n) = mha_n) and src/gpt_f64.c
- * (REAL double, X(n) = mhad_n).
+ * precisions and compiled twice (REAL float, X(n) = mha_n; with -DMHA_DOUBLE REAL double,
+ * X(n) = mhad_n: src/real.h).
  *
  * Glossary (as include/mha_gpt.h): B batch, T length, R = B·T rows, C dim, H heads,
  * F mlp_dim, V vocab, L layers, Tm = context (rows of wpe).
@@ -20,11 +20,13 @@
  *   G4  logits = nf·wteᵀ                     [R,V]
  *   G5  loss = mean cross-entropy over scored rows
  *
- * This file holds the allocation table and initialisation (shared with src/s2s_core.inc
+ * This file holds the allocation table and initialisation (shared with src/s2s_core.c
  * through gpt_shared.inc),
  * the model's parameters, names and settings; the block is in gpt_block.inc, the forward
  * and backward G1–G5 in gpt_forward.inc, generation in gpt_infer.inc.
  */
+#include "real.h" /* REAL, X, PRIV: float, or double with -DMHA_DOUBLE */
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +42,7 @@
 #define GPT X(gpt)
 #define INFER X(gpt_infer)
 
-#include "gpt_shared.inc" /* the allocation table and the block, shared with s2s_core.inc */
+#include "gpt_shared.inc" /* the allocation table and the block, shared with s2s_core.c */
 
 /* ---------------------------------------------------------------------------
  * Allocation: every object's buffers are views into one 64-byte aligned block,
@@ -444,3 +446,14 @@ int mha_gpt_set_dropout_batch_offset(GPT *g, uint64_t first)
 #undef BLOCK
 #undef GPT
 #undef INFER
+
+#ifndef MHA_DOUBLE /* the untyped helper of include/mha_gpt.h, once */
+uint64_t mha_gpt_block_seed(uint64_t seed, size_t layer)
+{
+    /* splitmix64 of seed + (layer + 1)·golden-ratio increment */
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)layer + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+#endif /* !MHA_DOUBLE */

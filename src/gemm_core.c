@@ -1,8 +1,7 @@
 /*
  * The GEMM module, written once for both precisions (the interface and its contract are
- * in src/gemm.h). Included by src/gemm_f32.c (REAL = float) and src/gemm_f64.c
- * (REAL = double) with
- *   PRIV(name)     the internal name (mha__sname / mha__dname)
+ * in src/gemm.h), compiled twice (float; double with -DMHA_DOUBLE: src/real.h gives REAL
+ * and PRIV(name), the internal name mha__sname / mha__dname); here
  *   CBLAS_GEMM     the matching BLAS gemm (cblas_sgemm / cblas_dgemm)
  *   XSMM_DISPATCH  libxsmm's dispatch (libxsmm_smmdispatch / libxsmm_dmmdispatch) and
  *   XSMM_FN        its kernel type, when built with libxsmm (MHA_HAVE_LIBXSMM).
@@ -11,6 +10,17 @@
  * C [M,N]; the sections below are the backends (REF, OWN, BLAS, XSMM), the measured rule
  * that picks one (gemm_choose), and the entry point with its row split.
  */
+#include "real.h" /* REAL, PRIV: float, or double with -DMHA_DOUBLE */
+#ifdef MHA_DOUBLE
+#define CBLAS_GEMM cblas_dgemm
+#define XSMM_DISPATCH libxsmm_dmmdispatch
+#define XSMM_FN libxsmm_dmmfunction
+#else
+#define CBLAS_GEMM cblas_sgemm
+#define XSMM_DISPATCH libxsmm_smmdispatch
+#define XSMM_FN libxsmm_smmfunction
+#endif
+
 #include <limits.h>
 #include <string.h>
 

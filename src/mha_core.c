@@ -1,11 +1,9 @@
 /*
- * The attention module, written once for both precisions. Included by
- * src/mha_f32.c (REAL = float) and src/mha_f64.c (REAL = double) with
- *   X(name)   the public name  (mha_name / mhad_name)
- *   PRIV(name) the internal name (mha__sname / mha__dname)
+ * The attention module, written once for both precisions and compiled twice (float; double
+ * with -DMHA_DOUBLE: src/real.h gives REAL, X(name) and PRIV(name)); here
  *   REAL_EXP  exp of that precision, REAL_EXP_ZERO the argument below which it
  *   is exactly 0.
- * The GEMM backends are in src/gemm_core.inc; included below: the projections
+ * The GEMM backends are in src/gemm_core.c; included below: the projections
  * (src/mha_proj.inc), the caches (src/mha_cache.inc), the two attention modes
  * (src/attn_stored.inc, src/attn_recompute.inc) and generation's key/value cache
  * (src/mha_kv.inc).
@@ -25,6 +23,17 @@
  *   F4  per (b, h):  C_bh = P'·V_bh            (written straight into merged C)
  *   F5  out = C·W_oᵀ + b_o
  */
+#include "real.h" /* REAL, X, PRIV: float, or double with -DMHA_DOUBLE */
+#ifdef MHA_DOUBLE
+#define REAL_EXP exp
+#define REAL_EXP_ZERO (-750.0) /* exp(x) == 0 for x < −745.14 */
+#else
+#define REAL_EXP expf
+#define REAL_EXP_ZERO (-110.0) /* expf(x) == 0 for x < −103.98 */
+#endif
+
+#include <cblas.h>
+#include <math.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

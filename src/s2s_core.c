@@ -1,8 +1,8 @@
 /*
  * The encoder–decoder model (include/mha_s2s.h), written once for both precisions.
- * Included by src/s2s_f32.c and src/s2s_f64.c; it shares the GPT's block (encoder blocks
- * are GPT blocks with causal = 0), allocation table and initialisation through
- * src/gpt_shared.inc (their code is in gpt_core.inc, compiled in gpt_f32.c / gpt_f64.c).
+ * Compiled twice (float; double with -DMHA_DOUBLE: src/real.h); it shares the GPT's block
+ * (encoder blocks are GPT blocks with causal = 0), allocation table and initialisation
+ * through src/gpt_shared.inc (their code is in gpt_core.c).
  *
  * Glossary (as include/mha_s2s.h): B batch, S source length, T target length,
  * Rs = B·S and Rt = B·T rows, C dim, F mlp_dim, Vs/Vt vocabularies, Ts/Tt contexts,
@@ -17,6 +17,8 @@
  * Backward walks D4 … D1, then E3 … E1 with dmem, the sum over decoder blocks of their
  * cross-attentions' context gradients.
  */
+
+#include "real.h" /* REAL, X, PRIV: float, or double with -DMHA_DOUBLE */
 
 #include <limits.h>
 #include <math.h>
@@ -452,3 +454,10 @@ int mha_s2s_set_dropout_batch_offset(S2S *m, uint64_t first)
 #undef DEC
 #undef S2S
 #undef SINF
+
+#ifndef MHA_DOUBLE /* the untyped helper of include/mha_s2s.h, once */
+uint64_t mha_s2s_block_seed(uint64_t seed, size_t enc_layers, int decoder, size_t l)
+{
+    return mha_gpt_block_seed(seed, decoder ? enc_layers + l : l);
+}
+#endif /* !MHA_DOUBLE */
