@@ -356,14 +356,7 @@ int mha_gpt_tensor(GPT *g, size_t i, mha_param_info *info, REAL **param, REAL **
 
 int mha_gpt_tensor_find(const GPT *g, const char *name, size_t *index)
 {
-    if (g == NULL || name == NULL || index == NULL)
-        return MHA_EINVAL;
-    for (size_t i = 0; i < g->n_tensors; i++)
-        if (strcmp(g->name_of[i], name) == 0) {
-            *index = i;
-            return MHA_OK;
-        }
-    return MHA_ENOTFOUND;
+    return g == NULL ? MHA_EINVAL : mha__tensor_find(g->name_of, g->n_tensors, name, index);
 }
 
 int mha_gpt_param_count(const GPT *g, size_t *count)

@@ -59,3 +59,15 @@ uint64_t mha__dropout_threshold(double p)
      * above every 32-bit output, so everything is dropped. */
     return (uint64_t)(p * 4294967296.0);
 }
+
+int mha__tensor_find(const char *const *names, size_t n, const char *name, size_t *index)
+{
+    if (name == NULL || index == NULL)
+        return MHA_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0) {
+            *index = i;
+            return MHA_OK;
+        }
+    return MHA_ENOTFOUND;
+}

@@ -19,6 +19,10 @@
 /* floor(p · 2^32): the drop threshold for a 32-bit output. */
 uint64_t mha__dropout_threshold(double p);
 
+/* The index of `name` among a model's n tensor names (mha_gpt_tensor_find,
+ * mha_s2s_tensor_find): MHA_OK, MHA_ENOTFOUND, or MHA_EINVAL for a NULL name or index. */
+int mha__tensor_find(const char *const *names, size_t n, const char *name, size_t *index);
+
 /* PCG32's multiplier a: state' = state·a + inc. */
 #define MHA__PCG32_MULT 6364136223846793005ULL
 

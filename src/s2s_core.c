@@ -349,14 +349,7 @@ int mha_s2s_tensor(S2S *m, size_t i, mha_param_info *info, REAL **param, REAL **
 
 int mha_s2s_tensor_find(const S2S *m, const char *name, size_t *index)
 {
-    if (m == NULL || name == NULL || index == NULL)
-        return MHA_EINVAL;
-    for (size_t i = 0; i < m->n_tensors; i++)
-        if (strcmp(m->name_of[i], name) == 0) {
-            *index = i;
-            return MHA_OK;
-        }
-    return MHA_ENOTFOUND;
+    return m == NULL ? MHA_EINVAL : mha__tensor_find(m->name_of, m->n_tensors, name, index);
 }
 
 int mha_s2s_param_count(const S2S *m, size_t *count)
