@@ -2,7 +2,7 @@
  * Optimizers (SGD with momentum, Adam, AdamW), global gradient-norm clipping and a
  * warm-up + cosine learning-rate schedule, with PyTorch semantics.
  *
- * Two precisions from one source (src/optim_core.inc; typed half in mha_optim_api.h),
+ * Two precisions from one source (src/optim_core.c; typed half in mha_optim_api.h),
  * as the rest of the library:
  *   mha_optimizer,  mha_optim_create, mha_optim_add(…, float *params, float *grads, …),
  *                   mha_optim_step, mha_optim_group(…, float **m, float **v) …  float32

@@ -1,10 +1,11 @@
 /*
- * The float64 instantiations' public names. The templates (src/<name>.inc) define each public
- * function under its float32 name, so that `grep -rn mha_s2s_beam src` finds its
- * definition; in the double compilation of a template (src/real.h with -DMHA_DOUBLE),
- * every header is included first (mha_internal.h, which includes mha.h) and then this file, so
- * that the same definition makes mhad_s2s_beam there. A template function missing here is a
- * compile error in the float64 unit (its float32 prototype, already declared, conflicts).
+ * The float64 instantiations' public names. The templates (src/<family>_core.c and their
+ * .inc chapters) define each public function under its float32 name, so that
+ * `grep -rn mha_s2s_beam src` finds its definition; in the double compilation of a template
+ * (src/real.h with -DMHA_DOUBLE), every header is included first (mha_internal.h, which
+ * includes mha.h) and then this file, so that the same definition makes mhad_s2s_beam there.
+ * A template function missing here is a compile error in the float64 unit (its float32
+ * prototype, already declared, conflicts).
  * Internal and static helpers keep the X(name) / PRIV(name) spellings.
  */
 #ifndef MHA_NAMES_F64_H
