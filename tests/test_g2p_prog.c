@@ -111,20 +111,17 @@ static void g2p_train_resume_finished(void **state)
     write_small_dict("d.dict", 1500);
     assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 10 --eval-every 5 "
                               "--out a"), 0);
-    size_t n0, n1;
-    char *before = slurp("a/checkpoint.safetensors", &n0);
+    size_t n;
+    char *before = slurp("a/checkpoint.safetensors", &n);
     assert_non_null(before);
+    write_file("a10.safetensors", before, n); /* the checkpoint's bytes before the resume */
+    free(before);
     assert_int_equal(g2p("f", "train --resume a/checkpoint.safetensors"), 0);
     assert_file_contains("f.out", "is a finished run (step 10 of --steps 10); nothing to do");
-    char *after = slurp("a/checkpoint.safetensors", &n1);
-    assert_non_null(after);
-    assert_int_equal(n0, n1);
-    assert_memory_equal(before, after, n0);
+    assert_same_file("a10.safetensors", "a/checkpoint.safetensors");
     assert_int_equal(g2p("s", "train --resume a/checkpoint.safetensors --steps 5"), 2);
     assert_file_contains("s.err", "invalid value '5' for --steps");
     assert_int_equal(g2p("p", "pronounce --model a/checkpoint.safetensors HELLO"), 0);
-    free(before);
-    free(after);
 }
 
 /* --precision bf16: refused with exit 2 naming avx512_bf16 where the CPU lacks it (as
