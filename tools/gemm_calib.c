@@ -45,6 +45,18 @@ static const shape shapes[] = {
     {768, 512, 128, 0, 0, 0, "gpt mlp da = dy·W2"},
     {768, 128, 512, 0, 0, 1, "gpt mlp dx += dh·W1"},
     {768, 65, 128, 0, 1, 0, "gpt logits = x·Eᵀ"},
+    /* mha-g2p's default model (C 192, MLP 640, 1280 tokens a batch): a 2-thread step gives
+     * each thread 640 rows of the row-split backends; BLAS gets the whole product */
+    {640, 192, 192, 0, 1, 1, "g2p proj y = x·Wᵀ"},
+    {192, 192, 1280, 1, 0, 1, "g2p proj dW += dyᵀ·x"},
+    {640, 192, 192, 0, 0, 1, "g2p proj dx += dy·W"},
+    {640, 640, 192, 0, 1, 1, "g2p mlp fc y = x·W1ᵀ"},
+    {640, 192, 640, 0, 1, 1, "g2p mlp proj y = a·W2ᵀ"},
+    {640, 192, 1280, 1, 0, 1, "g2p mlp dW1 += dhᵀ·x"},
+    {192, 640, 1280, 1, 0, 1, "g2p mlp dW2 += dyᵀ·a"},
+    {640, 640, 192, 0, 0, 0, "g2p mlp da = dy·W2"},
+    {640, 192, 640, 0, 0, 1, "g2p mlp dx += dh·W1"},
+    {640, 72, 192, 0, 1, 1, "g2p logits = x·Wᵀ"},
     /* per-head products: S = Q·Kᵀ (NT), C = P·V (NN), dV += Pᵀ·dC (TN), dP = dC·Vᵀ (NT),
      * dK += dSᵀ·Q (TN), dQ = dS·K (NN) */
     {10, 10, 8, 0, 1, 0, "seed S = Q·Kᵀ"},
