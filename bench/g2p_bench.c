@@ -324,7 +324,7 @@ static void free_batches(batches *bt)
 typedef struct train_result {
     int threads;
     mha_precision precision;
-    double ms, min_ms, fwd_ms, bwd_ms, opt_ms, words_per_s, last_loss;
+    double ms, min_ms, mean_ms, fwd_ms, bwd_ms, opt_ms, words_per_s, last_loss;
 } train_result;
 
 static train_result time_training(const opts *o, const batches *bt, int threads,
@@ -389,9 +389,12 @@ static train_result time_training(const opts *o, const batches *bt, int threads,
     }
     const size_t w = o->warmup, n = o->steps;
     train_result r = {.threads = threads, .precision = prec, .last_loss = loss};
-    double mn = t_all[w];
-    for (size_t s = w; s < total; s++)
+    double mn = t_all[w], sum = 0;
+    for (size_t s = w; s < total; s++) {
         mn = fmin(mn, t_all[s]);
+        sum += t_all[s];
+    }
+    r.mean_ms = 1e3 * sum / (double)n; /* before the median sorts t_all */
     r.ms = 1e3 * median(t_all + w, n);
     r.min_ms = 1e3 * mn;
     r.fwd_ms = 1e3 * median(t_f + w, n);
@@ -587,10 +590,10 @@ int main(int argc, char **argv)
         fprintf(f, "], \"train\": [");
         for (size_t i = 0; i < n_res; i++)
             fprintf(f, "%s\n  {\"precision\": \"%s\", \"threads\": %d, \"ms\": %.4f, \"min_ms\": %.4f, "
-                       "\"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"opt_ms\": %.4f, "
+                       "\"mean_ms\": %.4f, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"opt_ms\": %.4f, "
                        "\"words_per_s\": %.1f, \"last_loss\": %.6f}",
                     i ? "," : "", mha_precision_name(res[i].precision), res[i].threads,
-                    res[i].ms, res[i].min_ms, res[i].fwd_ms,
+                    res[i].ms, res[i].min_ms, res[i].mean_ms, res[i].fwd_ms,
                     res[i].bwd_ms, res[i].opt_ms, res[i].words_per_s, res[i].last_loss);
         fprintf(f, "],\n \"decode\": {\"words\": %zu, \"batch\": %d, \"max_len\": %zu, "
                    "\"model\": \"untrained\", \"precision\": \"fp32\", \"note\": \"worst case: every hypothesis runs "
