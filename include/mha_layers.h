@@ -8,8 +8,9 @@
  *     the caller, who owns every buffer: nothing is allocated, nothing is hidden;
  *   - backward functions ACCUMULATE (+=) into every gradient they write (parameter and
  *     input gradients alike); a NULL gradient pointer skips that gradient;
- *   - threads: the loops run on the calling thread's OpenMP setting
- *     (omp_get_max_threads(); the GPT model sets it from its config). Every result is
+ *   - threads: the loops run on as many threads as the calling thread's OpenMP setting
+ *     (omp_get_max_threads(); the GPT model sets it from its config), the library's
+ *     own (README, "Sharing the machine"). Every result is
  *     independent of the thread count except for BLAS's own summation order in GEMMs,
  *     and dropout masks do not depend on it at all;
  *   - nothing prints, exits or aborts.

@@ -53,10 +53,10 @@
  * buffers plus the step count t: restoring them (mha_optim_group, mha_optim_set_step)
  * continues a run bit for bit.
  *
- * Threads: mha_optim_step shares the element updates of large groups among the calling
- * thread's OpenMP threads (omp_get_max_threads()); the result does not depend on their
- * number. An optimizer is used by one thread at a time. Part of <mha.h>; may
- * be included on its own (status codes are in <mha.h>).
+ * Threads: mha_optim_step shares the element updates of large groups among as many of the
+ * library's threads as the calling thread's OpenMP setting (omp_get_max_threads()); the
+ * result does not depend on their number. An optimizer is used by one thread at a time.
+ * Part of <mha.h>; may be included on its own (status codes are in <mha.h>).
  */
 #ifndef MHA_OPTIM_H
 #define MHA_OPTIM_H

@@ -11,9 +11,10 @@
  *   check when they validate their arguments). M, N or K may be 0.
  *
  * mha__sgemm / mha__dgemm — the entry point every product of the library goes through.
- *   threads >= 1: called outside any OpenMP parallel region; the product may use up to
- *                 `threads` threads (rows of C split over OpenMP threads, or BLAS's own).
- *   threads == 0: called from inside an OpenMP parallel region of ours: runs in the calling
+ *   threads >= 1: called outside any parallel loop; the product may use up to `threads`
+ *                 threads (rows of C split over the library's threads, src/pool.h, or BLAS's).
+ *   threads == 0: called from inside a parallel loop of ours (a task of the library's
+ *                 threads, or an OpenMP parallel region): runs in the calling
  *                 thread; BLAS only when it is safe there (OpenMP OpenBLAS, or the pthreads
  *                 build set to one thread — never the sequential build, which may lack locks).
  *   work: optional scratch of K·N elements for op(B) = Bᵀ (used when tb = 1), or NULL: then

@@ -38,7 +38,8 @@
 #include <string.h>
 
 #include <immintrin.h>
-#include <omp.h>
+
+#include "pool.h"
 
 #include "mha_internal.h"
 
@@ -345,12 +346,13 @@ typedef struct bgemm_job {
     uint32_t *Ap, *Bp, *tmp; /* [M·Kh], [Kh·Np], [nt·16·Kh] */
 } bgemm_job;
 
-BF16_TARGET static void job_pack_b(const bgemm_job *j, int t, int nt)
+/* Part t of nt of Bp (pairs of rows kk), with the scratch of `slot` */
+BF16_TARGET static void job_pack_b(const bgemm_job *j, size_t t, size_t nt, int slot)
 {
-    const size_t k0 = j->Kh * (size_t)t / (size_t)nt, k1 = j->Kh * (size_t)(t + 1) / (size_t)nt;
+    const size_t k0 = j->Kh * t / nt, k1 = j->Kh * (t + 1) / nt;
     if (j->tb)
         pack_cols(k0, k1, j->K, j->N, j->Np, j->B, j->ldb, j->Bp, j->Np,
-                  j->tmp + (size_t)t * 16 * j->Kh);
+                  j->tmp + (size_t)slot * 16 * j->Kh);
     else
         pack_pairs(k0, k1, j->K, 0, j->N, j->Np, j->B, j->ldb, j->Bp, j->Np);
 }
@@ -365,9 +367,9 @@ BF16_TARGET static void job_pack_b(const bgemm_job *j, int t, int nt)
  * 6,578–6,624. */
 #define PANEL_ROWS (8 * KR)
 
-BF16_TARGET static void job_rows(const bgemm_job *j, int t, int nt)
+/* Rows i0 .. i1−1 of C, a panel at a time */
+BF16_TARGET static void job_rows(const bgemm_job *j, size_t i0, size_t i1)
 {
-    const size_t i0 = j->M * (size_t)t / (size_t)nt, i1 = j->M * (size_t)(t + 1) / (size_t)nt;
     for (size_t p0 = i0; p0 < i1; p0 += PANEL_ROWS) {
         const size_t p1 = i1 - p0 < PANEL_ROWS ? i1 : p0 + PANEL_ROWS;
         if (j->ta) { /* A stored [K, M]: its columns p0 .. p1−1 in pairs of rows, Ap[kk·M + i] */
@@ -380,6 +382,29 @@ BF16_TARGET static void job_rows(const bgemm_job *j, int t, int nt)
                        j->beta, j->C, j->ldc);
         }
     }
+}
+
+/* The two passes of a threaded product on the library's threads: Bp packed in nt parts,
+ * then C in nt blocks of rows, each a panel at a time (as the OpenMP region with a barrier
+ * between the passes did; smaller blocks, which a free thread could take from a late one,
+ * made the baby GPT's bf16 step 5% slower on the quiet AMD EPYC). */
+typedef struct bgemm_par {
+    const bgemm_job *job;
+    size_t nt;
+} bgemm_par;
+
+static void pack_b_task(void *ctx, size_t t, int slot)
+{
+    const bgemm_par *p = ctx;
+    job_pack_b(p->job, t, p->nt, slot);
+}
+
+static void panels_task(void *ctx, size_t t, int slot)
+{
+    const bgemm_par *p = ctx;
+    const bgemm_job *j = p->job;
+    (void)slot;
+    job_rows(j, j->M * t / p->nt, j->M * (t + 1) / p->nt);
 }
 
 /* C[i, :] = bias for every row */
@@ -421,17 +446,13 @@ static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K,
     const bgemm_job job = {ta, tb, M, N, K, Kh, Np, alpha, beta, A, B, bias, lda, ldb, ldc, C,
                            s, s + M * Kh, s + M * Kh + Kh * Np};
     if (nt == 1) {
-        job_pack_b(&job, 0, 1);
-        job_rows(&job, 0, 1);
+        job_pack_b(&job, 0, 1, 0);
+        job_rows(&job, 0, M);
         return;
     }
-#pragma omp parallel num_threads(nt)
-    {
-        const int t = omp_get_thread_num(), n = omp_get_num_threads();
-        job_pack_b(&job, t, n);
-#pragma omp barrier
-        job_rows(&job, t, n);
-    }
+    bgemm_par par = {&job, (size_t)nt};
+    mha__pool_for(nt, (size_t)nt, pack_b_task, &par);
+    mha__pool_for(nt, (size_t)nt, panels_task, &par);
 }
 
 void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float alpha,

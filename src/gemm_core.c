@@ -27,6 +27,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "pool.h"
+
 #include "mha_internal.h"
 
 #ifdef MHA_HAVE_LIBXSMM
@@ -34,7 +36,7 @@
 #endif
 
 /* Minimum multiply-adds of a product called outside parallel regions before its rows are
- * split over threads (an OpenMP fork/join costs about a microsecond). */
+ * split over threads (handing out a loop costs about a microsecond). */
 #define SPLIT_MIN_WORK 262144
 
 /* ---------------------------------------------------------------------------
@@ -389,14 +391,19 @@ static void transpose_b(size_t N, size_t K, const REAL *B, size_t ldb, REAL *wor
  * So, with libxsmm:
  *   NN: libxsmm (fastest or within noise everywhere).
  *   NT: BLAS below NT_MIN_ROWS rows (the transpose of B is not amortised: generation);
- *       libxsmm while N <= 256; beyond, BLAS: there the transpose of B [N,K] (N·K
- *       elements for M·N·K multiply-adds) leaves libxsmm level with BLAS at M <= 768
- *       (768×512×128: 140 vs 148; 64×2048×64: 106 vs 105, in double 47 vs 57) and ahead
- *       only at M = 2048 (142 vs 109) — one shape, not enough to move the rule. (The
- *       stored attention's Q·Kᵀ is no longer NT: K is transposed once per head.)
- *   TN: libxsmm 1.17 reads a transposed operand slowly except for long reductions into a
- *       small C: libxsmm when K >= 256 and M <= 128 (the weight gradients of the
- *       projections), the own kernel below 4096 multiply-adds, BLAS otherwise.
+ *       libxsmm while N <= 1024; beyond, BLAS. (The stored attention's Q·Kᵀ is no longer
+ *       NT: K is transposed once per head.)
+ *   TN: the own kernel below 4096 multiply-adds; libxsmm when K >= 256 and M <= 1024
+ *       (every weight gradient of the models); BLAS otherwise.
+ *   Until the library ran on its own threads (src/pool.h) the NT and TN bounds were
+ *   N <= 256 and M <= 128, from the Xeon's table: libxsmm level with BLAS at 768×512×128
+ *   NT (140 vs 148) and behind it at 512×128×768 TN (80 vs 122). Now every product that
+ *   goes to the OpenMP OpenBLAS wakes libgomp's team, whose threads then spin ~300,000
+ *   iterations beside the library's own: a float32 G2P step (3 + 3 blocks, batch 128,
+ *   2 threads) took 1.33x as long with the old bounds, 1.00x with these, on the AMD EPYC,
+ *   where libxsmm is the faster of the two at every G2P shape (the `g2p` rows of
+ *   `mha-gemm-calib`: 108.8 vs 106.1 GFLOP/s at 640×640×192 NT, 112.0 vs 102.7 at
+ *   640×192×1280 TN, one thread).
  *   TT: not used by the library: BLAS.
  * Without libxsmm: BLAS from 16384 multiply-adds (below it its call overhead dominates),
  * the own kernel otherwise. Where BLAS may not be called (inside our parallel region with
@@ -415,12 +422,17 @@ static void transpose_b(size_t N, size_t K, const REAL *B, size_t ldb, REAL *wor
  * bf16 product's rate where the CPU has it).
  * ------------------------------------------------------------------------- */
 
-/* BLAS may be called here: always outside our parallel regions; inside them only when
- * the OpenBLAS build then runs single-threaded in the calling thread and is safe to call
- * from several threads at once (OpenMP build, or the pthreads build set to one thread). */
+/* BLAS may be called here: always outside our parallel loops; inside them (threads = 0)
+ * only the pthreads build, which the attention module sets to one thread and which locks
+ * what concurrent calls share. Not the OpenMP build there: on the library's own threads
+ * (src/pool.h) it is outside any OpenMP region, so it would start a team of its own or,
+ * asked for one thread, change its process-wide thread count from several threads at once
+ * (OpenBLAS 0.3.21 frees per-thread buffers when that count drops); nor the sequential
+ * build, which may lack locks. The choice depends on threads = 0 only, never on whether a
+ * loop ran in parallel, so a product is computed alike at every thread count. */
 static int blas_allowed(int threads)
 {
-    return threads > 0 || mha__blas_kind() != 0;
+    return threads > 0 || mha__blas_kind() == 1;
 }
 
 /* NT products with fewer rows than this go to BLAS: libxsmm needs op(B) = Bᵀ transposed
@@ -439,11 +451,11 @@ static mha__gemm_backend gemm_choose(int threads, int ta, int tb, size_t M, size
         if (!ta && !tb)
             return MHA__GEMM_XSMM;
         if (!ta && tb) /* few rows (generation: M = 1) cannot pay for transposing B */
-            return (N <= 256 && M >= NT_MIN_ROWS) || !blas ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
+            return (N <= 1024 && M >= NT_MIN_ROWS) || !blas ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
         if (ta && !tb) {
             if (work < 4096)
                 return MHA__GEMM_OWN;
-            return (K >= 256 && M <= 128) || !blas ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
+            return (K >= 256 && M <= 1024) || !blas ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
         }
         return blas ? MHA__GEMM_BLAS : MHA__GEMM_OWN;
     }
@@ -512,6 +524,32 @@ static int gemm_scratch(mha__gemm_backend be, int tb, size_t M, size_t N, size_t
     return 0;
 }
 
+/* One product split by rows into nt blocks (block i: rows M·i/nt .. M·(i+1)/nt − 1). */
+typedef struct gemm_split {
+    mha__gemm_backend be;
+    int ta, tb;
+    size_t M, N, K, nt;
+    REAL alpha, beta;
+    const REAL *A;
+    size_t lda;
+    const REAL *B;
+    size_t ldb;
+    REAL *C;
+    size_t ldc;
+    REAL *t;
+} gemm_split;
+
+/* C[r0:r1, :] = alpha·op(A)[r0:r1, :]·op(B) + beta·C[r0:r1, :] for block i */
+static void gemm_split_task(void *ctx, size_t i, int slot)
+{
+    const gemm_split *j = ctx;
+    const size_t r0 = j->M * i / j->nt, r1 = j->M * (i + 1) / j->nt;
+    (void)slot;
+    gemm_run(j->be, j->ta, j->tb, r1 - r0, j->N, j->K, j->alpha, a_rows(j->ta, j->A, j->lda, r0),
+             j->lda, j->B, j->ldb, j->beta, j->C + r0 * j->ldc, j->ldc,
+             j->t != NULL ? j->t + r0 * j->N : NULL);
+}
+
 void PRIV(gemm)(int threads, int ta, int tb, size_t M, size_t N, size_t K, REAL alpha,
                 const REAL *A, size_t lda, const REAL *B, size_t ldb, REAL beta, REAL *C,
                 size_t ldc, REAL *work)
@@ -536,7 +574,7 @@ void PRIV(gemm)(int threads, int ta, int tb, size_t M, size_t N, size_t K, REAL 
         ldb = N;
         tb = 0;
     }
-    /* Split the rows over OpenMP threads when the backend does not use them itself: OWN,
+    /* Split the rows over our threads when the backend does not use them itself: OWN,
      * XSMM, and the pthreads OpenBLAS when its own pool is set to one thread (the attention
      * module does that during its calls). The blocks depend only on the thread count; each
      * element of C is computed as in one call. */
@@ -550,13 +588,8 @@ void PRIV(gemm)(int threads, int ta, int tb, size_t M, size_t N, size_t K, REAL 
         return;
     }
     const int nt = (size_t)threads < M ? threads : (int)M;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int i = 0; i < nt; i++) {
-        const size_t r0 = M * (size_t)i / (size_t)nt, r1 = M * (size_t)(i + 1) / (size_t)nt;
-        /* C[r0:r1, :] = alpha·op(A)[r0:r1, :]·op(B) + beta·C[r0:r1, :] */
-        gemm_run(be, ta, tb, r1 - r0, N, K, alpha, a_rows(ta, A, lda, r0), lda, B, ldb, beta,
-                 C + r0 * ldc, ldc, t != NULL ? t + r0 * N : NULL);
-    }
+    gemm_split job = {be, ta, tb, M, N, K, (size_t)nt, alpha, beta, A, lda, B, ldb, C, ldc, t};
+    mha__pool_for(nt, (size_t)nt, gemm_split_task, &job);
 }
 
 int PRIV(gemm_with)(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, size_t K,

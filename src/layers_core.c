@@ -6,10 +6,11 @@
  * V vocabulary, B batch, T sequence length. Every tensor is dense and row-major.
  *
  * Every function validates all of its arguments before it writes anything. Loops run
- * on the caller's OpenMP setting (omp_get_max_threads()) and only above PAR_MIN
- * elements of work. Row-wise loops give each row to one thread; column reductions
- * (dw, db, dE, dP) give each block of columns to one thread, which walks the rows in
- * order — so no result depends on the thread count. Products go through the GEMM
+ * on the library's threads (src/pool.h), as many as the caller's OpenMP setting
+ * (omp_get_max_threads()), and only above PAR_MIN elements of work. Row-wise loops give
+ * each row to one thread; column reductions (dw, db, dE, dP) give each block of columns
+ * to one thread, which walks the rows in order — so no result depends on the thread
+ * count, nor on which thread took which part. Products go through the GEMM
  * module (src/gemm.h) on the caller's thread count (one thread when called inside a
  * parallel region), with every dimension <= INT_MAX (checked: MHA_EOVERFLOW).
  */
@@ -59,11 +60,19 @@ static inline float mha__tanhf(float u)
 
 #include <omp.h>
 
+#include "pool.h"
+
 #include "mha_internal.h"
 #include "mha_layers.h"
 
 /* Elements of work (N·C, n, ...) before a loop starts threads. */
 #define PAR_MIN 16384
+
+/* The threads of a loop with `work` elements: the caller's setting above PAR_MIN. */
+static int par_threads(size_t work)
+{
+    return work >= PAR_MIN ? mha__pool_threads() : 1;
+}
 /* Columns per task of a column reduction (each summed in a double accumulator). */
 #define COL_BLOCK 64
 /* Dropout elements per generator jump: a multiple of 64, so a chunk owns whole words. */
@@ -123,12 +132,23 @@ LAYERS_CLONES static void X(colsum_block_)(size_t N, size_t C, size_t c0, const 
         out[c0 + j] += (REAL)acc[j];
 }
 
+typedef struct colsum_job {
+    size_t N, C;
+    const REAL *A;
+    REAL *out;
+} colsum_job;
+
+static void colsum_task(void *ctx, size_t k, int slot)
+{
+    const colsum_job *j = ctx;
+    (void)slot;
+    X(colsum_block_)(j->N, j->C, k * COL_BLOCK, j->A, j->out);
+}
+
 static void colsum_add(size_t N, size_t C, const REAL *A, REAL *out)
 {
-    const size_t nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN && nblk > 1)
-    for (size_t k = 0; k < nblk; k++)
-        X(colsum_block_)(N, C, k * COL_BLOCK, A, out);
+    colsum_job j = {N, C, A, out};
+    mha__pool_for(par_threads(N * C), (C + COL_BLOCK - 1) / COL_BLOCK, colsum_task, &j);
 }
 
 /* ===========================================================================
@@ -201,8 +221,25 @@ LAYERS_CLONES static void X(ln_cols_)(size_t N, size_t C, size_t c0, const REAL 
     }
 }
 
-/* Rows per OpenMP task of the row-wise LayerNorm loops. */
+/* Rows per task of the row-wise LayerNorm loops. */
 #define LN_ROWS 16
+
+typedef struct ln_job {
+    size_t N, C;
+    double eps;
+    const REAL *x, *w, *b, *mean, *rstd, *dy;
+    REAL *y, *mean_out, *rstd_out, *dx, *dw, *db;
+} ln_job;
+
+/* Rows of tasks k0 .. k1−1 (LN_ROWS rows each) of the forward */
+static void ln_fwd_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    const ln_job *j = ctx;
+    (void)slot;
+    for (size_t k = k0; k < k1; k++)
+        X(ln_rows_fwd_)(k * LN_ROWS, j->N - k * LN_ROWS < LN_ROWS ? j->N : k * LN_ROWS + LN_ROWS,
+                        j->C, j->eps, j->x, j->w, j->b, j->y, j->mean_out, j->rstd_out);
+}
 
 int mha_layernorm_forward(size_t N, size_t C, double eps, const REAL *x, const REAL *w,
                          const REAL *b, REAL *y, REAL *mean, REAL *rstd)
@@ -213,11 +250,9 @@ int mha_layernorm_forward(size_t N, size_t C, double eps, const REAL *x, const R
         return MHA_EINVAL;
     if (elems2(N, C, &n) != MHA_OK)
         return MHA_EOVERFLOW;
-    const size_t tasks = (N + LN_ROWS - 1) / LN_ROWS;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t k = 0; k < tasks; k++)
-        X(ln_rows_fwd_)(k * LN_ROWS, N - k * LN_ROWS < LN_ROWS ? N : k * LN_ROWS + LN_ROWS, C,
-                        eps, x, w, b, y, mean, rstd);
+    ln_job j = {.N = N, .C = C, .eps = eps, .x = x, .w = w, .b = b, .y = y, .mean_out = mean,
+                .rstd_out = rstd};
+    mha__pool_range(par_threads(n), (N + LN_ROWS - 1) / LN_ROWS, 1, ln_fwd_task, &j);
     return MHA_OK;
 }
 
@@ -252,6 +287,22 @@ LAYERS_CLONES static void X(ln_rows_dx_)(size_t r0, size_t r1, size_t C, const R
     }
 }
 
+static void ln_dx_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    const ln_job *j = ctx;
+    (void)slot;
+    for (size_t k = k0; k < k1; k++)
+        X(ln_rows_dx_)(k * LN_ROWS, j->N - k * LN_ROWS < LN_ROWS ? j->N : k * LN_ROWS + LN_ROWS,
+                       j->C, j->x, j->w, j->mean, j->rstd, j->dy, j->dx);
+}
+
+static void ln_cols_task(void *ctx, size_t k, int slot)
+{
+    const ln_job *j = ctx;
+    (void)slot;
+    X(ln_cols_)(j->N, j->C, k * COL_BLOCK, j->x, j->mean, j->rstd, j->dy, j->dw, j->db);
+}
+
 int mha_layernorm_backward(size_t N, size_t C, const REAL *x, const REAL *w, const REAL *mean,
                           const REAL *rstd, const REAL *dy, REAL *dx, REAL *dw, REAL *db)
 {
@@ -261,22 +312,15 @@ int mha_layernorm_backward(size_t N, size_t C, const REAL *x, const REAL *w, con
     if (elems2(N, C, &n) != MHA_OK)
         return MHA_EOVERFLOW;
 
+    ln_job j = {.N = N, .C = C, .x = x, .w = w, .mean = mean, .rstd = rstd, .dy = dy, .dx = dx,
+                .dw = dw, .db = db};
     /* dx[r,:] += rstd_r·(g − mean_c(g) − x̂·mean_c(g ⊙ x̂)),  g = dy ⊙ w  (rows) */
-    if (dx != NULL) {
-        const size_t tasks = (N + LN_ROWS - 1) / LN_ROWS;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-        for (size_t k = 0; k < tasks; k++)
-            X(ln_rows_dx_)(k * LN_ROWS, N - k * LN_ROWS < LN_ROWS ? N : k * LN_ROWS + LN_ROWS,
-                           C, x, w, mean, rstd, dy, dx);
-    }
+    if (dx != NULL)
+        mha__pool_range(par_threads(n), (N + LN_ROWS - 1) / LN_ROWS, 1, ln_dx_task, &j);
 
     /* dw[c] += Σ_r dy[r,c]·x̂[r,c];  db[c] += Σ_r dy[r,c]  (column blocks, rows in order) */
-    if (dw != NULL || db != NULL) {
-        const size_t nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN && nblk > 1)
-        for (size_t k = 0; k < nblk; k++)
-            X(ln_cols_)(N, C, k * COL_BLOCK, x, mean, rstd, dy, dw, db);
-    }
+    if (dw != NULL || db != NULL)
+        mha__pool_for(par_threads(n), (C + COL_BLOCK - 1) / COL_BLOCK, ln_cols_task, &j);
     return MHA_OK;
 }
 
@@ -310,7 +354,7 @@ static inline REAL gelu_grad_of(REAL x)
     return (REAL)0.5 * ((REAL)1 + t) + (sech2 != 0 ? second : (REAL)0);
 }
 
-/* The element loops, on spans of GELU_SPAN elements (one OpenMP task each). */
+/* The element loops, on spans of GELU_SPAN elements (a task takes whole spans). */
 #define GELU_SPAN 4096
 LAYERS_CLONES static void X(gelu_span_fwd_)(size_t n, const REAL *x, REAL *y)
 {
@@ -329,30 +373,51 @@ LAYERS_CLONES static void X(gelu_span_bwd_)(size_t n, const REAL *x, const REAL 
             dx[i] += dy[i] * gelu_grad_of(x[i]);
 }
 
+typedef struct gelu_job {
+    size_t n;
+    const REAL *x, *dy;
+    REAL *y;
+    int in_place;
+} gelu_job;
+
+/* Spans c0 .. c1−1 (GELU_SPAN elements each) of the forward, or of the backward (y = dx) */
+static void gelu_fwd_task(void *ctx, size_t c0, size_t c1, int slot)
+{
+    const gelu_job *j = ctx;
+    (void)slot;
+    for (size_t c = c0; c < c1; c++) {
+        const size_t i0 = c * GELU_SPAN, m = j->n - i0 < GELU_SPAN ? j->n - i0 : GELU_SPAN;
+        X(gelu_span_fwd_)(m, j->x + i0, j->y + i0);
+    }
+}
+
+static void gelu_bwd_task(void *ctx, size_t c0, size_t c1, int slot)
+{
+    const gelu_job *j = ctx;
+    (void)slot;
+    for (size_t c = c0; c < c1; c++) {
+        const size_t i0 = c * GELU_SPAN, m = j->n - i0 < GELU_SPAN ? j->n - i0 : GELU_SPAN;
+        X(gelu_span_bwd_)(m, j->x + i0, j->in_place ? NULL : j->dy + i0, j->y + i0,
+                          j->in_place);
+    }
+}
+
 int mha_gelu_forward(size_t n, const REAL *x, REAL *y)
 {
     if (!x || !y || n == 0)
         return MHA_EINVAL;
     if (n > SIZE_MAX / sizeof(REAL))
         return MHA_EOVERFLOW;
-    const size_t spans = (n + GELU_SPAN - 1) / GELU_SPAN;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t c = 0; c < spans; c++) {
-        const size_t i0 = c * GELU_SPAN, m = n - i0 < GELU_SPAN ? n - i0 : GELU_SPAN;
-        X(gelu_span_fwd_)(m, x + i0, y + i0);
-    }
+    gelu_job j = {.n = n, .x = x, .y = y};
+    mha__pool_range(par_threads(n), (n + GELU_SPAN - 1) / GELU_SPAN, 1, gelu_fwd_task, &j);
     return MHA_OK;
 }
 
-/* dx += dy ⊙ gelu'(x) (in_place 0) or dx ⊙= gelu'(x) (in_place 1), over OpenMP spans. */
+/* dx += dy ⊙ gelu'(x) (in_place 0) or dx ⊙= gelu'(x) (in_place 1), span by span. */
 static void gelu_bwd_all(size_t n, const REAL *x, const REAL *dy, REAL *dx, int in_place)
 {
-    const size_t spans = (n + GELU_SPAN - 1) / GELU_SPAN;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t c = 0; c < spans; c++) {
-        const size_t i0 = c * GELU_SPAN, m = n - i0 < GELU_SPAN ? n - i0 : GELU_SPAN;
-        X(gelu_span_bwd_)(m, x + i0, in_place ? NULL : dy + i0, dx + i0, in_place);
-    }
+    gelu_job j = {.n = n, .x = x, .dy = dy, .y = dx, .in_place = in_place};
+    mha__pool_range(par_threads(n), (n + GELU_SPAN - 1) / GELU_SPAN, 1, gelu_bwd_task, &j);
 }
 
 int mha_gelu_backward(size_t n, const REAL *x, const REAL *dy, REAL *dx)
@@ -383,6 +448,62 @@ static int embedding_check(size_t B, size_t T, size_t C, const int32_t *ids, siz
     return MHA_OK;
 }
 
+typedef struct emb_job {
+    size_t B, T, C;
+    const int32_t *ids;
+    const REAL *E, *P, *dy;
+    REAL *y, *dE, *dP;
+} emb_job;
+
+/* Rows r0 .. r1−1 of the forward */
+static void emb_fwd_task(void *ctx, size_t r0, size_t r1, int slot)
+{
+    const emb_job *j = ctx;
+    const size_t C = j->C;
+    (void)slot;
+    for (size_t r = r0; r < r1; r++) {
+        const REAL *e = j->E + (size_t)j->ids[r] * C; /* E[ids[b,t], :] [C] */
+        REAL *yr = j->y + r * C;                      /* y[b,t, :]       [C] */
+        if (j->P != NULL) {
+            const REAL *pt = j->P + (r % j->T) * C; /* P[t, :] [C] */
+            for (size_t c = 0; c < C; c++)
+                yr[c] = e[c] + pt[c];
+        } else {
+            memcpy(yr, e, C * sizeof *yr);
+        }
+    }
+}
+
+/* Column block k of dE: every row r in order */
+static void emb_de_task(void *ctx, size_t k, int slot)
+{
+    const emb_job *j = ctx;
+    const size_t C = j->C, c0 = k * COL_BLOCK, wd = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+    (void)slot;
+    for (size_t r = 0; r < j->B * j->T; r++) {
+        REAL *de = j->dE + (size_t)j->ids[r] * C + c0;
+        const REAL *g = j->dy + r * C + c0;
+        for (size_t i = 0; i < wd; i++)
+            de[i] += g[i];
+    }
+}
+
+/* Rows t0 .. t1−1 of dP: b in order */
+static void emb_dp_task(void *ctx, size_t t0, size_t t1, int slot)
+{
+    const emb_job *j = ctx;
+    const size_t C = j->C;
+    (void)slot;
+    for (size_t t = t0; t < t1; t++) {
+        REAL *dp = j->dP + t * C;
+        for (size_t bb = 0; bb < j->B; bb++) {
+            const REAL *g = j->dy + (bb * j->T + t) * C;
+            for (size_t c = 0; c < C; c++)
+                dp[c] += g[c];
+        }
+    }
+}
+
 int mha_embedding_forward(size_t B, size_t T, size_t C, const int32_t *ids, size_t V,
                          const REAL *E, const REAL *P, REAL *y)
 {
@@ -392,18 +513,8 @@ int mha_embedding_forward(size_t B, size_t T, size_t C, const int32_t *ids, size
     if (st != MHA_OK)
         return st;
     const size_t rows = B * T;
-#pragma omp parallel for schedule(static) if (rows * C >= PAR_MIN)
-    for (size_t r = 0; r < rows; r++) {
-        const REAL *e = E + (size_t)ids[r] * C; /* E[ids[b,t], :] [C] */
-        REAL *yr = y + r * C;                   /* y[b,t, :]       [C] */
-        if (P != NULL) {
-            const REAL *pt = P + (r % T) * C; /* P[t, :] [C] */
-            for (size_t c = 0; c < C; c++)
-                yr[c] = e[c] + pt[c];
-        } else {
-            memcpy(yr, e, C * sizeof *yr);
-        }
-    }
+    emb_job j = {.B = B, .T = T, .C = C, .ids = ids, .E = E, .P = P, .y = y};
+    mha__pool_range(par_threads(rows * C), rows, 1, emb_fwd_task, &j);
     return MHA_OK;
 }
 
@@ -416,34 +527,14 @@ int mha_embedding_backward(size_t B, size_t T, size_t C, const int32_t *ids, siz
     if (st != MHA_OK)
         return st;
     const size_t rows = B * T;
+    emb_job j = {.B = B, .T = T, .C = C, .ids = ids, .dy = dy, .dE = dE, .dP = dP};
     /* dE[ids[r], :] += dy[r, :]: column blocks, each walking r = 0..BT−1 in order, so
      * repeated ids add up in the same order for any thread count. */
-    if (dE != NULL) {
-        const size_t nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static) if (rows * C >= PAR_MIN && nblk > 1)
-        for (size_t k = 0; k < nblk; k++) {
-            const size_t c0 = k * COL_BLOCK;
-            const size_t wd = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
-            for (size_t r = 0; r < rows; r++) {
-                REAL *de = dE + (size_t)ids[r] * C + c0;
-                const REAL *g = dy + r * C + c0;
-                for (size_t j = 0; j < wd; j++)
-                    de[j] += g[j];
-            }
-        }
-    }
+    if (dE != NULL)
+        mha__pool_for(par_threads(rows * C), (C + COL_BLOCK - 1) / COL_BLOCK, emb_de_task, &j);
     /* dP[t, :] += Σ_b dy[b,t, :]: one row of dP per task, b in order */
-    if (dP != NULL) {
-#pragma omp parallel for schedule(static) if (rows * C >= PAR_MIN)
-        for (size_t t = 0; t < T; t++) {
-            REAL *dp = dP + t * C;
-            for (size_t bb = 0; bb < B; bb++) {
-                const REAL *g = dy + (bb * T + t) * C;
-                for (size_t c = 0; c < C; c++)
-                    dp[c] += g[c];
-            }
-        }
-    }
+    if (dP != NULL)
+        mha__pool_range(par_threads(rows * C), T, 1, emb_dp_task, &j);
     return MHA_OK;
 }
 
@@ -524,6 +615,59 @@ static inline uint64_t low_bits(size_t len)
     return len >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << len) - 1);
 }
 
+typedef struct drop_job {
+    size_t n;
+    mha_pcg32 base;
+    uint64_t first, threshold;
+    drop_jump jmp;
+    REAL scale;
+    int in_place;
+    const REAL *x;
+    REAL *y;
+    uint64_t *keep;
+    const uint64_t *keep_in;
+} drop_job;
+
+/* Chunks k0 .. k1−1 (DROP_CHUNK elements each) of the forward: each from its own place in
+ * the stream */
+static void drop_fwd_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    const drop_job *j = ctx;
+    (void)slot;
+    for (size_t k = k0; k < k1; k++) {
+        const size_t i0 = k * DROP_CHUNK;
+        const size_t i1 = i0 + DROP_CHUNK < j->n ? i0 + DROP_CHUNK : j->n;
+        mha_pcg32 rng = j->base;
+        mha_pcg32_advance(&rng, j->first + (uint64_t)i0); /* to element i0 */
+        for (size_t i = i0; i < i1; i += 64) {
+            const size_t len = i1 - i < 64 ? i1 - i : 64;
+            uint64_t bits = 0;
+            if (len == 64) {
+                bits = keep_word_(&rng, j->jmp, j->threshold);
+            } else { /* the last word of the call */
+                for (size_t b = 0; b < len; b++)
+                    bits |= (uint64_t)(mha__pcg32_step(&rng) >= j->threshold) << b;
+            }
+            j->keep[i / 64] = bits;
+            apply_keep_(j->x + i, j->y + i, len, bits, j->scale);
+        }
+    }
+}
+
+/* Words w0 .. w1−1 of the mask (64 elements each) of the backward (x = dy, y = dx) */
+static void drop_bwd_task(void *ctx, size_t w0, size_t w1, int slot)
+{
+    const drop_job *j = ctx;
+    (void)slot;
+    for (size_t w = w0; w < w1; w++) {
+        const size_t i = w * 64, len = j->n - i < 64 ? j->n - i : 64;
+        if (j->in_place)
+            apply_keep_(j->x + i, j->y + i, len, j->keep_in[w], j->scale);
+        else
+            add_keep_(j->x + i, j->y + i, len, j->keep_in[w], j->scale);
+    }
+}
+
 int mha_dropout_forward(size_t n, double p, uint64_t seed, uint64_t stream, uint64_t call,
                        const REAL *x, REAL *y, uint64_t *keep)
 {
@@ -559,27 +703,9 @@ int mha_dropout_forward_at(size_t n, double p, uint64_t seed, uint64_t stream, u
     mha_pcg32 base;
     mha_pcg32_seed(&base, seed, stream);
     const uint64_t first = (call << MHA_DROPOUT_CALL_SHIFT) + offset; /* element 0's position */
-    const size_t nchunks = (n + DROP_CHUNK - 1) / DROP_CHUNK;
-    const drop_jump jmp = drop_jump_of(base.inc);
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN && nchunks > 1)
-    for (size_t k = 0; k < nchunks; k++) {
-        const size_t i0 = k * DROP_CHUNK;
-        const size_t i1 = i0 + DROP_CHUNK < n ? i0 + DROP_CHUNK : n;
-        mha_pcg32 rng = base;
-        mha_pcg32_advance(&rng, first + (uint64_t)i0); /* to element i0 */
-        for (size_t i = i0; i < i1; i += 64) {
-            const size_t len = i1 - i < 64 ? i1 - i : 64;
-            uint64_t bits = 0;
-            if (len == 64) {
-                bits = keep_word_(&rng, jmp, threshold);
-            } else { /* the last word of the call */
-                for (size_t j = 0; j < len; j++)
-                    bits |= (uint64_t)(mha__pcg32_step(&rng) >= threshold) << j;
-            }
-            keep[i / 64] = bits;
-            apply_keep_(x + i, y + i, len, bits, scale);
-        }
-    }
+    drop_job j = {.n = n, .base = base, .first = first, .threshold = threshold,
+                  .jmp = drop_jump_of(base.inc), .scale = scale, .x = x, .y = y, .keep = keep};
+    mha__pool_range(par_threads(n), (n + DROP_CHUNK - 1) / DROP_CHUNK, 1, drop_fwd_task, &j);
     return MHA_OK;
 }
 
@@ -600,15 +726,9 @@ static int dropout_bwd_(size_t n, double p, const uint64_t *keep, const REAL *dy
         return MHA_OK;
     }
     const REAL scale = (REAL)(1.0 / (1.0 - p));
-    const size_t words = MHA_DROPOUT_WORDS(n);
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t w = 0; w < words; w++) { /* a word of the mask at a time */
-        const size_t i = w * 64, len = n - i < 64 ? n - i : 64;
-        if (in_place)
-            apply_keep_(dy + i, dx + i, len, keep[w], scale);
-        else
-            add_keep_(dy + i, dx + i, len, keep[w], scale);
-    }
+    drop_job j = {.n = n, .scale = scale, .in_place = in_place, .x = dy, .y = dx, .keep_in = keep};
+    /* a word of the mask at a time */
+    mha__pool_range(par_threads(n), MHA_DROPOUT_WORDS(n), 1, drop_bwd_task, &j);
     return MHA_OK;
 }
 

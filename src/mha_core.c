@@ -41,6 +41,7 @@
 #include <omp.h>
 
 #include "mha_internal.h"
+#include "pool.h"
 #include "vreal.inc" /* vreal, VLEN, vload, vstore: the key/value cache */
 
 #define MODULE X(module)
@@ -121,18 +122,19 @@ struct X(cache) {
 /* ---------------------------------------------------------------------------
  * Which threads do the work: one pool at a time
  *
- * cfg.threads bounds every thread of a call, ours and BLAS's, and only one pool
- * is ever busy: two pools that spin while waiting (libgomp's and the pthreads
- * OpenBLAS's) on the same cores make 2 threads slower than 1. Every product goes
- * through the GEMM module (src/gemm.h): outside our parallel regions with
- * threads = cfg.threads, inside the per-head loop with threads = 0.
+ * cfg.threads bounds every thread of a call, ours (src/pool.h) and BLAS's, and only
+ * one pool is busy at a time: two pools that spin while waiting (libgomp's or the
+ * pthreads OpenBLAS's beside ours) on the same cores make 2 threads slower than 1.
+ * Every product goes through the GEMM module (src/gemm.h): outside our parallel loops
+ * with threads = cfg.threads, inside the per-head loop with threads = 0.
  *   OpenMP OpenBLAS (openblas_get_parallel() == 2): it uses libgomp's pool and
  *     follows omp_get_max_threads(), set to cfg.threads for the call; BLAS threads
- *     the products it gets itself and runs single-threaded inside our head loop.
+ *     the products it gets itself, and is never called inside our head loop (the GEMM
+ *     module's rule sends the products it would take to libxsmm or the own kernel).
  *   pthreads OpenBLAS (== 1): its own pool is set to one thread for the call
  *     (openblas_set_num_threads; the caller's count is restored before returning,
  *     so it is process-wide meanwhile); the GEMM module then splits the rows of a
- *     BLAS product over our OpenMP threads instead, and each call runs in the
+ *     BLAS product over our threads instead, and each call runs in the
  *     calling thread (the pthreads build locks what concurrent calls share).
  *   sequential OpenBLAS (== 0): may lack locking, so the GEMM module never calls it
  *     from inside our head loop.
@@ -374,6 +376,41 @@ static head_job make_job(const MODULE *m, const CACHE *c, size_t bh, int thread,
     return job;
 }
 
+/* F2–F4 (or their backward) of every (b, h): heads write disjoint slices, each in the
+ * workspace of the thread that runs it. */
+typedef struct heads_job {
+    const MODULE *m;
+    const CACHE *c;
+    int backward;
+} heads_job;
+
+static void heads_task(void *ctx, size_t bh0, size_t bh1, int slot)
+{
+    const heads_job *j = ctx;
+    for (size_t bh = bh0; bh < bh1; bh++) {
+        head_job job = make_job(j->m, j->c, bh, slot, j->backward);
+        if (j->c->mode == MHA_ATTN_STORED) {
+            if (j->backward)
+                head_backward_stored(&job);
+            else
+                head_forward_stored(&job);
+        } else {
+            if (j->backward)
+                head_backward_recompute(&job);
+            else
+                head_forward_recompute(&job);
+        }
+    }
+}
+
+static void heads_run(const MODULE *m, const CACHE *c, int backward)
+{
+    const size_t nbh = c->b * m->H;
+    const int par = (double)nbh * c->sq * c->sk * m->hd >= PARALLEL_MIN_WORK && m->threads > 1;
+    heads_job j = {m, c, backward};
+    mha__pool_range(par ? m->threads : 1, nbh, 1, heads_task, &j);
+}
+
 /* ---------------------------------------------------------------------------
  * Forward
  * ------------------------------------------------------------------------- */
@@ -444,13 +481,13 @@ int mha_forward(MODULE *m, CACHE *c, int training, size_t batch, size_t seq_q, c
         return MHA_EINVAL;
     const int self_attention = x_context == NULL;
     const size_t B = batch, Sq = seq_q, Sk = self_attention ? seq_q : seq_k;
-    const size_t D = m->D, H = m->H;
+    const size_t D = m->D;
     const int dropout = training && m->cfg.dropout_p > 0.0;
     const int st = forward_check(m, c, dropout, B, Sq, Sk, mask);
     if (st != MHA_OK)
         return st;
 
-    /* The thread count of this call, for our OpenMP loops and BLAS (see
+    /* The thread count of this call, for our loops and BLAS (see
      * blas_policy). The caller's settings are restored before returning. */
     const int caller_threads = omp_get_max_threads();
     omp_set_num_threads(m->threads);
@@ -477,16 +514,7 @@ int mha_forward(MODULE *m, CACHE *c, int training, size_t batch, size_t seq_q, c
     c->xc_seen = x_context;
 
     /* ---- F2–F4 per (b, h), in parallel: heads write disjoint slices ---- */
-    const long nbh = (long)(B * H);
-    const int par = (double)B * H * Sq * Sk * m->hd >= PARALLEL_MIN_WORK && m->threads > 1;
-#pragma omp parallel for num_threads(m->threads) schedule(static) if (par)
-    for (long bh = 0; bh < nbh; bh++) {
-        head_job job = make_job(m, c, (size_t)bh, omp_get_thread_num(), 0);
-        if (c->mode == MHA_ATTN_STORED)
-            head_forward_stored(&job);
-        else
-            head_forward_recompute(&job);
-    }
+    heads_run(m, c, 0);
 
     /* ---- F5: out = C·W_oᵀ + b_o ---- */
     linear_forward_split(pr, m->threads, B * Sq, D, c->ctx, weight_of(m->params, D, LAYER_O),
@@ -549,7 +577,7 @@ static int backward_(MODULE *m, CACHE *c, const REAL *x_query, const REAL *x_con
     if (c->self_attention && dx_context != NULL)
         return MHA_EINVAL; /* self-attention: every path goes into dx_query */
 
-    const size_t B = c->b, Sq = c->sq, Sk = c->sk, D = m->D, H = m->H;
+    const size_t B = c->b, Sq = c->sq, Sk = c->sk, D = m->D;
     REAL *P = m->params, *G = m->grads;
     const int caller_threads = omp_get_max_threads(); /* as in forward */
     omp_set_num_threads(m->threads);
@@ -564,16 +592,7 @@ static int backward_(MODULE *m, CACHE *c, const REAL *x_query, const REAL *x_con
     context_gradient(m, c, d_out, m->threads);
 
     /* F4–F2 backward per (b, h): Q, K, V slices become dQ, dK, dV */
-    const long nbh = (long)(B * H);
-    const int par = (double)B * H * Sq * Sk * m->hd >= PARALLEL_MIN_WORK && m->threads > 1;
-#pragma omp parallel for num_threads(m->threads) schedule(static) if (par)
-    for (long bh = 0; bh < nbh; bh++) {
-        head_job job = make_job(m, c, (size_t)bh, omp_get_thread_num(), 1);
-        if (c->mode == MHA_ATTN_STORED)
-            head_backward_stored(&job);
-        else
-            head_backward_recompute(&job);
-    }
+    heads_run(m, c, 1);
     c->state = CACHE_CONSUMED;
 
     /* F1 backward, for each projection y = x·Wᵀ + b with dy in the cache:

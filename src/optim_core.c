@@ -13,13 +13,16 @@
  *
  * See include/mha_optim.h for the formulas; the comments here point at them.
  * Every loop over the elements walks the span table (optim_span): pieces of the groups'
- * [n] arrays (params, grads, m, v share a group's layout), shared among OpenMP threads.
+ * [n] arrays (params, grads, m, v share a group's layout), shared among the library's
+ * threads (src/pool.h).
  */
 #include "real.h" /* REAL, X: float, or double with -DMHA_DOUBLE */
 
 #include "mha.h" /* status codes; includes mha_optim.h */
+#include "pool.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +39,7 @@ typedef struct optim_group {
 
 /* A piece of one group: elements [i0, i1) of group `group`. The loops over every
  * element (norm, clipping, finiteness, the update) run over the table of all spans, so
- * OpenMP threads share the work evenly however the parameters are grouped, and every
+ * the threads share the work evenly however the parameters are grouped, and every
  * per-span partial result is combined in span order (the same bits for any count). */
 typedef struct optim_span {
     size_t group, i0, i1;
@@ -223,17 +226,49 @@ OPTIM_CLONES static double sumsq8(const REAL *g, size_t n)
  * term is below FLT_MAX² ≈ 1.2e77 and there are fewer than 2^64 of them, so the sum is
  * non-finite exactly when some gradient is. Finite double gradients beyond ~1e154 can
  * overflow it: the clip then refuses (header: MHA_ENONFINITE). */
-static double grad_sumsq(const X(optimizer) *o)
+/* The threads of a loop over the spans: the caller's setting from 8 spans on. */
+static int span_threads(const X(optimizer) *o)
 {
-#pragma omp parallel for schedule(static) if (o->nspans >= 8)
-    for (size_t k = 0; k < o->nspans; k++) {
+    return o->nspans >= 8 ? mha__pool_threads() : 1;
+}
+
+/* One pass over spans k0 .. k1−1 (job: see its user) */
+typedef struct span_job {
+    const X(optimizer) *o;
+    double lr, coef, step_size, bc2_sqrt;
+    atomic_int all_finite;
+} span_job;
+
+static void sumsq_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    const X(optimizer) *o = ((const span_job *)ctx)->o;
+    (void)slot;
+    for (size_t k = k0; k < k1; k++) {
         const optim_span *sp = &o->spans[k];
         o->partial[k] = sumsq8(o->groups[sp->group].grads + sp->i0, sp->i1 - sp->i0);
     }
+}
+
+static double grad_sumsq(const X(optimizer) *o)
+{
+    span_job j = {.o = o};
+    mha__pool_range(span_threads(o), o->nspans, 1, sumsq_task, &j);
     double s = 0.0;
     for (size_t k = 0; k < o->nspans; k++) /* span order: independent of the threads */
         s += o->partial[k];
     return s;
+}
+
+static void scale_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    const span_job *j = ctx;
+    (void)slot;
+    for (size_t k = k0; k < k1; k++) {
+        const optim_span *sp = &j->o->spans[k];
+        REAL *g = j->o->groups[sp->group].grads;
+        for (size_t i = sp->i0; i < sp->i1; i++)
+            g[i] = (REAL)((double)g[i] * j->coef); /* g ← g·coef */
+    }
 }
 
 int mha_optim_clip_grad_norm(X(optimizer) *o, double max_norm, double *norm)
@@ -245,13 +280,8 @@ int mha_optim_clip_grad_norm(X(optimizer) *o, double max_norm, double *norm)
         return MHA_ENONFINITE;
     double coef = max_norm / (total + 1e-6); /* torch: clip_coef, clamped to <= 1 */
     if (max_norm > 0.0 && coef < 1.0) {
-#pragma omp parallel for schedule(static) if (o->nspans >= 8)
-        for (size_t k = 0; k < o->nspans; k++) {
-            const optim_span *sp = &o->spans[k];
-            REAL *g = o->groups[sp->group].grads;
-            for (size_t i = sp->i0; i < sp->i1; i++)
-                g[i] = (REAL)((double)g[i] * coef); /* g ← g·coef */
-        }
+        span_job j = {.o = o, .coef = coef};
+        mha__pool_range(span_threads(o), o->nspans, 1, scale_task, &j);
     }
     if (norm != NULL)
         *norm = total;
@@ -275,15 +305,22 @@ OPTIM_CLONES static int finite8(const REAL *g, size_t n)
     return 1;
 }
 
+static void finite_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    span_job *j = ctx;
+    (void)slot;
+    for (size_t k = k0; k < k1 && atomic_load_explicit(&j->all_finite, memory_order_relaxed); k++) {
+        const optim_span *sp = &j->o->spans[k];
+        if (!finite8(j->o->groups[sp->group].grads + sp->i0, sp->i1 - sp->i0))
+            atomic_store_explicit(&j->all_finite, 0, memory_order_relaxed);
+    }
+}
+
 static int grads_finite(const X(optimizer) *o)
 {
-    int all = 1;
-#pragma omp parallel for schedule(static) reduction(&& : all) if (o->nspans >= 8)
-    for (size_t k = 0; k < o->nspans; k++) {
-        const optim_span *sp = &o->spans[k];
-        all = all && finite8(o->groups[sp->group].grads + sp->i0, sp->i1 - sp->i0);
-    }
-    return all;
+    span_job j = {.o = o, .all_finite = 1};
+    mha__pool_range(span_threads(o), o->nspans, 1, finite_task, &j);
+    return atomic_load(&j.all_finite);
 }
 
 /* SGD on one group (header formulas):
@@ -326,6 +363,25 @@ OPTIM_CLONES static void adam_span(const optim_group *grp, size_t i0, size_t i1,
     }
 }
 
+static void step_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    const span_job *j = ctx;
+    const X(optimizer) *o = j->o;
+    const mha_optim_config *c = &o->cfg;
+    const int adamw = c->kind == MHA_OPTIM_ADAMW;
+    (void)slot;
+    for (size_t k = k0; k < k1; k++) {
+        const optim_span *sp = &o->spans[k];
+        const optim_group *grp = &o->groups[sp->group];
+        const double wd = grp->wd;
+        if (c->kind == MHA_OPTIM_SGD)
+            sgd_span(grp, sp->i0, sp->i1, j->lr, c->momentum, wd);
+        else
+            adam_span(grp, sp->i0, sp->i1, c->beta1, c->beta2, c->eps, adamw ? 0.0 : wd,
+                      adamw ? 1.0 - j->lr * wd : 1.0, j->step_size, j->bc2_sqrt);
+    }
+}
+
 int mha_optim_step(X(optimizer) *o, double lr)
 {
     if (o == NULL || !in_range(lr, 0.0, INFINITY, 1))
@@ -336,22 +392,12 @@ int mha_optim_step(X(optimizer) *o, double lr)
         return MHA_ENONFINITE;
     uint64_t t = o->t + 1;
     const mha_optim_config *c = &o->cfg;
-    const int adamw = c->kind == MHA_OPTIM_ADAMW;
     const double bc1 = 1.0 - pow(c->beta1, (double)t); /* > 0: beta1 < 1, t >= 1 */
-    const double step_size = lr / bc1, bc2_sqrt = sqrt(1.0 - pow(c->beta2, (double)t));
+    span_job j = {.o = o, .lr = lr, .step_size = lr / bc1,
+                  .bc2_sqrt = sqrt(1.0 - pow(c->beta2, (double)t))};
     /* Every element's update is independent: the spans are shared among the caller's
-     * OpenMP threads (same bits for any count). */
-#pragma omp parallel for schedule(static) if (o->nspans >= 8)
-    for (size_t k = 0; k < o->nspans; k++) {
-        const optim_span *sp = &o->spans[k];
-        const optim_group *grp = &o->groups[sp->group];
-        const double wd = grp->wd;
-        if (c->kind == MHA_OPTIM_SGD)
-            sgd_span(grp, sp->i0, sp->i1, lr, c->momentum, wd);
-        else
-            adam_span(grp, sp->i0, sp->i1, c->beta1, c->beta2, c->eps, adamw ? 0.0 : wd,
-                      adamw ? 1.0 - lr * wd : 1.0, step_size, bc2_sqrt);
-    }
+     * threads (same bits for any count). */
+    mha__pool_range(span_threads(o), o->nspans, 1, step_task, &j);
     o->t = t;
     return MHA_OK;
 }

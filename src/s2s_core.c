@@ -30,6 +30,7 @@
 
 #include "mha.h"
 #include "mha_internal.h"
+#include "pool.h"
 
 #include "gpt_shared.inc" /* the GPT's block and allocation table */
 

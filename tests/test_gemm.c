@@ -242,17 +242,19 @@ static void gemm_choice_few_rows(void **state)
 }
 
 /* The backend rule as written above gemm_choose (src/gemm_core.c), outside parallel
- * regions (threads 1): with libxsmm — NN libxsmm; NT BLAS below 16 rows, libxsmm while
- * N <= 256, BLAS beyond; TN the own kernel below 4096 multiply-adds, libxsmm for K >= 256
- * and M <= 128, BLAS otherwise; TT BLAS —, without it BLAS from 16384 multiply-adds and the
+ * loops (threads 1): with libxsmm — NN libxsmm; NT BLAS below 16 rows, libxsmm while
+ * N <= 1024, BLAS beyond; TN the own kernel below 4096 multiply-adds, libxsmm for K >= 256
+ * and M <= 1024, BLAS otherwise; TT BLAS —, without it BLAS from 16384 multiply-adds and the
  * own kernel below. Never the reference (a test oracle, not a backend), in either
- * precision. */
+ * precision. Inside a parallel loop (threads 0) never the OpenMP or the sequential
+ * OpenBLAS (only the pthreads build may be called there). */
 static void gemm_choice_follows_the_rule(void **state)
 {
     (void)state;
     const size_t shapes[][3] = {{1, 128, 128},  {8, 64, 16},    {16, 256, 64},  {64, 512, 64},
                                 {128, 768, 256}, {512, 128, 768}, {2048, 64, 64}, {10, 10, 10},
-                                {4, 8, 16},      {128, 128, 512}, {300, 96, 64},  {1, 1, 1}};
+                                {4, 8, 16},      {128, 128, 512}, {300, 96, 64},  {1, 1, 1},
+                                {64, 1024, 64},  {64, 1025, 64},  {1024, 64, 512}, {1025, 64, 512}};
     const int xsmm = mha__gemm_have_xsmm();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
@@ -265,11 +267,11 @@ static void gemm_choice_follows_the_rule(void **state)
             else if (!ta && !tb)
                 want = MHA__GEMM_XSMM;
             else if (!ta)
-                want = M >= 16 && N <= 256 ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
+                want = M >= 16 && N <= 1024 ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
             else if (!tb)
-                want = work < 4096                ? MHA__GEMM_OWN
-                       : K >= 256 && M <= 128 ? MHA__GEMM_XSMM
-                                              : MHA__GEMM_BLAS;
+                want = work < 4096                 ? MHA__GEMM_OWN
+                       : K >= 256 && M <= 1024 ? MHA__GEMM_XSMM
+                                               : MHA__GEMM_BLAS;
             else
                 want = MHA__GEMM_BLAS;
             const mha__gemm_backend fs = mha__sgemm_choice(1, ta, tb, M, N, K, 1, 0);
@@ -278,6 +280,10 @@ static void gemm_choice_follows_the_rule(void **state)
                 fail_msg("%s%s %zux%zux%zu: float %d, double %d, the rule says %d",
                          ta ? "T" : "N", tb ? "T" : "N", M, N, K, (int)fs, (int)fd, (int)want);
             assert_true(fs != MHA__GEMM_REF && fd != MHA__GEMM_REF);
+            if (mha__blas_kind() != 1) {
+                assert_int_not_equal(mha__sgemm_choice(0, ta, tb, M, N, K, 1, 0), MHA__GEMM_BLAS);
+                assert_int_not_equal(mha__dgemm_choice(0, ta, tb, M, N, K, 1, 1), MHA__GEMM_BLAS);
+            }
         }
 }
 
