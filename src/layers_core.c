@@ -526,15 +526,15 @@ int mha_embedding_backward(size_t B, size_t T, size_t C, const int32_t *ids, siz
     int st = embedding_check(B, T, C, ids, V);
     if (st != MHA_OK)
         return st;
-    const size_t rows = B * T;
     emb_job j = {.B = B, .T = T, .C = C, .ids = ids, .dy = dy, .dE = dE, .dP = dP};
+    const int threads = par_threads(B * T * C);
     /* dE[ids[r], :] += dy[r, :]: column blocks, each walking r = 0..BT−1 in order, so
      * repeated ids add up in the same order for any thread count. */
     if (dE != NULL)
-        mha__pool_for(par_threads(rows * C), (C + COL_BLOCK - 1) / COL_BLOCK, emb_de_task, &j);
+        mha__pool_for(threads, (C + COL_BLOCK - 1) / COL_BLOCK, emb_de_task, &j);
     /* dP[t, :] += Σ_b dy[b,t, :]: one row of dP per task, b in order */
     if (dP != NULL)
-        mha__pool_range(par_threads(rows * C), T, 1, emb_dp_task, &j);
+        mha__pool_range(threads, T, 1, emb_dp_task, &j);
     return MHA_OK;
 }
 
