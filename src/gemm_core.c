@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include <cblas.h>
-#include <omp.h>
 
 #include "pool.h"
 
