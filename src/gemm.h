@@ -53,7 +53,11 @@
  * mha__?transpose(rows, cols, in, ldi, out, ldo) — out [cols, rows] = inᵀ, in [rows, cols]:
  *   out[c·ldo + r] = in[r·ldi + c]; row strides ldi >= cols, ldo >= rows; no overlap. The
  *   copy the entry point makes of op(B) = Bᵀ for OWN and XSMM (a tile at a time through
- *   vector registers); callers that keep a transposed operand use it too. */
+ *   vector registers); callers that keep a transposed operand use it too.
+ *
+ * mha__?gemm_scale(M, N, s, C, ldc) — C[M, N] *= s, row stride ldc; s = 0 writes zeros
+ *   whatever C held (NaN included): the pass that applies alpha or beta where a kernel
+ *   cannot. */
 #ifndef MHA_GEMM_H
 #define MHA_GEMM_H
 
@@ -87,7 +91,8 @@ typedef enum mha__gemm_backend {
                             const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,     \
                             size_t ldc);                                                      \
     void mha__##p##transpose(size_t rows, size_t cols, const R *in, size_t ldi, R *out,      \
-                             size_t ldo);
+                             size_t ldo);                                                     \
+    void mha__##p##gemm_scale(size_t M, size_t N, R s, R *C, size_t ldc);
 MHA__DECLARE_GEMM(float, s)
 MHA__DECLARE_GEMM(double, d)
 #undef MHA__DECLARE_GEMM

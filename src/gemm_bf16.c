@@ -321,19 +321,6 @@ BF16_TARGET static void bgemm_rows(size_t i0, size_t i1, size_t N, size_t Kh, co
  * The entry point
  * ------------------------------------------------------------------------- */
 
-/* C[M,N] *= s  (s = 0: C = 0, whatever C held) */
-static void scale_c(size_t M, size_t N, float s, float *C, size_t ldc)
-{
-    for (size_t i = 0; i < M; i++) {
-        float *c = C + i * ldc;
-        if (s == 0)
-            memset(c, 0, N * sizeof *c);
-        else
-            for (size_t j = 0; j < N; j++)
-                c[j] *= s;
-    }
-}
-
 /* The work of thread t of nt: pack its share of Bp (pairs of rows kk), [barrier], pack its
  * rows of Ap, multiply its rows. tmp: its [16·Kh] scratch for pack_cols (tb = 1). */
 typedef struct bgemm_job {
@@ -425,7 +412,7 @@ static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K,
         if (bias != NULL)
             fill_rows(M, N, bias, C, ldc);
         else
-            scale_c(M, N, beta, C, ldc);
+            mha__sgemm_scale(M, N, beta, C, ldc);
         return;
     }
     const size_t Kh = (K + 1) / 2, Np = (N + 15) / 16 * 16;

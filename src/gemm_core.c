@@ -206,8 +206,8 @@ static XSMM_FN xsmm_kernel(libxsmm_blasint m, libxsmm_blasint n, libxsmm_blasint
 }
 #endif
 
-/* C[M,N] *= s  (s = 0: C = 0, whatever C held) */
-static void scale_c(size_t M, size_t N, REAL s, REAL *C, size_t ldc)
+/* C[M,N] *= s  (s = 0: C = 0, whatever C held); gemm.h */
+void PRIV(gemm_scale)(size_t M, size_t N, REAL s, REAL *C, size_t ldc)
 {
     for (size_t i = 0; i < M; i++) {
         REAL *c = C + i * ldc;
@@ -246,7 +246,7 @@ static int gemm_xsmm(int ta, size_t M, size_t N, size_t K, REAL alpha, const REA
     mha__xsmm_after_kernel();
     if (beta == 0) {
         if (alpha != 1)
-            scale_c(M, N, alpha, C, ldc); /* C = alpha·T */
+            PRIV(gemm_scale)(M, N, alpha, C, ldc); /* C = alpha·T */
         return 0;
     }
     for (size_t i = 0; i < M; i++) { /* C = alpha·T + beta·C */
@@ -556,7 +556,7 @@ void PRIV(gemm)(int threads, int ta, int tb, size_t M, size_t N, size_t K, REAL 
     if (M == 0 || N == 0)
         return;
     if (K == 0) { /* op(A)·op(B) is the zero matrix */
-        scale_c(M, N, beta, C, ldc);
+        PRIV(gemm_scale)(M, N, beta, C, ldc);
         return;
     }
     mha__gemm_backend be = gemm_choose(threads, ta, tb, M, N, K, alpha, beta);
@@ -607,7 +607,7 @@ int PRIV(gemm_with)(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, si
     if (M == 0 || N == 0)
         return 0;
     if (K == 0) {
-        scale_c(M, N, beta, C, ldc);
+        PRIV(gemm_scale)(M, N, beta, C, ldc);
         return 0;
     }
     REAL *w, *t;

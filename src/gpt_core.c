@@ -120,6 +120,31 @@ void PRIV(gpt_init_tensor)(REAL *p, size_t n, mha_tensor_role role, size_t layer
     }
 }
 
+int PRIV(gpt_own_tensor)(mha_param_info in, REAL *params, REAL *grads, size_t off,
+                         mha_param_info *info, REAL **param, REAL **grad)
+{
+    in.numel = in.ndim == 2 ? in.shape[0] * in.shape[1] : in.shape[0];
+    if (info)
+        *info = in;
+    if (param)
+        *param = params + off;
+    if (grad)
+        *grad = grads + off;
+    return MHA_OK;
+}
+
+int PRIV(gpt_param_count)(void *model, size_t n, X(gpt_tensor_fn_) tensor, size_t *count)
+{
+    size_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        mha_param_info in;
+        tensor(model, i, &in, NULL, NULL);
+        sum += in.numel;
+    }
+    *count = sum;
+    return MHA_OK;
+}
+
 #include "gpt_block.inc" /* the block: mha_block_* */
 
 /* ---------------------------------------------------------------------------
@@ -182,11 +207,7 @@ void mha_gpt_destroy(GPT *g)
     if (g->blocks)
         for (size_t l = 0; l < g->L; l++)
             X(block_destroy)(g->blocks[l]);
-    free(g->blocks);
-    free(g->names);
-    free(g->name_of);
-    free(g->block);
-    free(g);
+    MHA__FREE_ALL(g->blocks, g->names, g->name_of, g->block, g);
 }
 
 /* "blocks.<l>.<name>" names for every tensor, in gpt_tensor order, NUL-separated in
@@ -343,15 +364,8 @@ int mha_gpt_tensor(GPT *g, size_t i, mha_param_info *info, REAL **param, REAL **
     default:
         in.ndim = 1; in.shape[0] = g->C; in.role = MHA_ROLE_NORM_BIAS; break;
     }
-    in.numel = in.ndim == 2 ? in.shape[0] * in.shape[1] : in.shape[0];
     in.decay = 0;
-    if (info)
-        *info = in;
-    if (param)
-        *param = g->params + g->off[own];
-    if (grad)
-        *grad = g->grads + g->off[own];
-    return MHA_OK;
+    return PRIV(gpt_own_tensor)(in, g->params, g->grads, g->off[own], info, param, grad);
 }
 
 int mha_gpt_tensor_find(const GPT *g, const char *name, size_t *index)
@@ -359,18 +373,17 @@ int mha_gpt_tensor_find(const GPT *g, const char *name, size_t *index)
     return g == NULL ? MHA_EINVAL : mha__tensor_find(g->name_of, g->n_tensors, name, index);
 }
 
+static int X(gpt_tensor_of_)(void *g, size_t i, mha_param_info *info, REAL **param,
+                            REAL **grad)
+{
+    return X(gpt_tensor)(g, i, info, param, grad);
+}
+
 int mha_gpt_param_count(const GPT *g, size_t *count)
 {
     if (g == NULL || count == NULL)
         return MHA_EINVAL;
-    size_t n = 0;
-    for (size_t i = 0; i < g->n_tensors; i++) {
-        mha_param_info in;
-        X(gpt_tensor)((GPT *)g, i, &in, NULL, NULL);
-        n += in.numel;
-    }
-    *count = n;
-    return MHA_OK;
+    return PRIV(gpt_param_count)((GPT *)g, g->n_tensors, X(gpt_tensor_of_), count);
 }
 
 int mha_gpt_reset_parameters(GPT *g, uint64_t seed)
@@ -404,10 +417,7 @@ BLOCK *mha_gpt_block(GPT *g, size_t l) { return g && l < g->L ? g->blocks[l] : N
 
 int mha_gpt_get_call_index(const GPT *g, uint64_t *n)
 {
-    if (g == NULL || n == NULL)
-        return MHA_EINVAL;
-    *n = g->call;
-    return MHA_OK;
+    return mha__get_u64(g ? &g->call : NULL, n);
 }
 
 int mha_gpt_set_call_index(GPT *g, uint64_t n)

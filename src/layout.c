@@ -1,4 +1,5 @@
 /* Parameter layout (shared by both precisions) and the dropout stream helpers. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "mha_internal.h"
@@ -70,4 +71,18 @@ int mha__tensor_find(const char *const *names, size_t n, const char *name, size_
             return MHA_OK;
         }
     return MHA_ENOTFOUND;
+}
+
+int mha__get_u64(const uint64_t *field, uint64_t *out)
+{
+    if (field == NULL || out == NULL)
+        return MHA_EINVAL;
+    *out = *field;
+    return MHA_OK;
+}
+
+void mha__free_all(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
 }

@@ -286,10 +286,7 @@ int mha_zero_grad(MODULE *m)
 
 int mha_get_call_index(const MODULE *m, uint64_t *n)
 {
-    if (m == NULL || n == NULL)
-        return MHA_EINVAL;
-    *n = m->call;
-    return MHA_OK;
+    return mha__get_u64(m ? &m->call : NULL, n);
 }
 
 int mha_set_call_index(MODULE *m, uint64_t n)

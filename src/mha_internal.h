@@ -23,6 +23,16 @@ uint64_t mha__dropout_threshold(double p);
  * mha_s2s_tensor_find): MHA_OK, MHA_ENOTFOUND, or MHA_EINVAL for a NULL name or index. */
 int mha__tensor_find(const char *const *names, size_t n, const char *name, size_t *index);
 
+/* *out = *field for an object's getter (mha_get_call_index and its kin): field is NULL when
+ * the object is. MHA_OK, or MHA_EINVAL for a NULL field or out. */
+int mha__get_u64(const uint64_t *field, uint64_t *out);
+
+/* free() each of p[n]: MHA__FREE_ALL(a, b, c) frees a, b and c. */
+void mha__free_all(void *const *p, size_t n);
+#define MHA__FREE_ALL(...)                                                                   \
+    mha__free_all((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) /      \
+                                                    sizeof(void *))
+
 /* PCG32's multiplier a: state' = state·a + inc. */
 #define MHA__PCG32_MULT 6364136223846793005ULL
 

@@ -113,10 +113,7 @@ void mha_optim_destroy(X(optimizer) *o)
         return;
     for (size_t i = 0; i < o->count; i++)
         group_free(&o->groups[i]);
-    free(o->groups);
-    free(o->spans);
-    free(o->partial);
-    free(o);
+    MHA__FREE_ALL(o->groups, o->spans, o->partial, o);
 }
 
 int mha_optim_add(X(optimizer) *o, const char *name, REAL *params, REAL *grads, size_t n)

@@ -108,12 +108,7 @@ void mha_s2s_destroy(S2S *m)
     if (m->dec)
         for (size_t l = 0; l < m->Ld; l++)
             X(decoder_block_destroy)(m->dec[l]);
-    free(m->enc);
-    free(m->dec);
-    free(m->names);
-    free(m->name_of);
-    free(m->block);
-    free(m);
+    MHA__FREE_ALL(m->enc, m->dec, m->names, m->name_of, m->block, m);
 }
 
 /* Own tensor of tensor index i, or −1 (an encoder block's) / −2 (a decoder block's). */
@@ -337,15 +332,8 @@ int mha_s2s_tensor(S2S *m, size_t i, mha_param_info *info, REAL **param, REAL **
     }
     if (in.ndim == 2)
         in.shape[1] = m->C;
-    in.numel = in.ndim == 2 ? in.shape[0] * in.shape[1] : in.shape[0];
     in.decay = in.role == MHA_ROLE_WEIGHT;
-    if (info)
-        *info = in;
-    if (param)
-        *param = m->params + m->off[own];
-    if (grad)
-        *grad = m->grads + m->off[own];
-    return MHA_OK;
+    return PRIV(gpt_own_tensor)(in, m->params, m->grads, m->off[own], info, param, grad);
 }
 
 int mha_s2s_tensor_find(const S2S *m, const char *name, size_t *index)
@@ -353,18 +341,17 @@ int mha_s2s_tensor_find(const S2S *m, const char *name, size_t *index)
     return m == NULL ? MHA_EINVAL : mha__tensor_find(m->name_of, m->n_tensors, name, index);
 }
 
+static int X(s2s_tensor_of_)(void *m, size_t i, mha_param_info *info, REAL **param,
+                            REAL **grad)
+{
+    return X(s2s_tensor)(m, i, info, param, grad);
+}
+
 int mha_s2s_param_count(const S2S *m, size_t *count)
 {
     if (m == NULL || count == NULL)
         return MHA_EINVAL;
-    size_t n = 0;
-    for (size_t i = 0; i < m->n_tensors; i++) {
-        mha_param_info in;
-        X(s2s_tensor)((S2S *)m, i, &in, NULL, NULL);
-        n += in.numel;
-    }
-    *count = n;
-    return MHA_OK;
+    return PRIV(gpt_param_count)((S2S *)m, m->n_tensors, X(s2s_tensor_of_), count);
 }
 
 int mha_s2s_reset_parameters(S2S *m, uint64_t seed)
@@ -407,10 +394,7 @@ DEC *mha_s2s_decoder_block(S2S *m, size_t l) { return m && l < m->Ld ? m->dec[l]
 
 int mha_s2s_get_call_index(const S2S *m, uint64_t *n)
 {
-    if (m == NULL || n == NULL)
-        return MHA_EINVAL;
-    *n = m->call;
-    return MHA_OK;
+    return mha__get_u64(m ? &m->call : NULL, n);
 }
 
 int mha_s2s_set_call_index(S2S *m, uint64_t n)

@@ -79,16 +79,26 @@ static int is_float_dtype(mha_st_dtype dtype)
            dtype == MHA_ST_F16;
 }
 
-int mha_st_to_f32(mha_st_dtype dtype, const void *src, float *dst, size_t n)
+/* The arguments of a conversion of n floats: MHA_EINVAL, or MHA_OK with the F32 case (a
+ * copy) and n == 0 done (*done = 1). */
+static int convert_args(mha_st_dtype dtype, const void *src, void *dst, size_t n, int *done)
 {
+    *done = 1;
     if (!is_float_dtype(dtype) || (n > 0 && (src == NULL || dst == NULL)))
         return MHA_EINVAL;
-    if (n == 0)
-        return MHA_OK;
+    if (n > 0 && dtype == MHA_ST_F32)
+        memcpy(dst, src, n * sizeof(float));
+    *done = n == 0 || dtype == MHA_ST_F32;
+    return MHA_OK;
+}
+
+int mha_st_to_f32(mha_st_dtype dtype, const void *src, float *dst, size_t n)
+{
+    int done;
+    const int st = convert_args(dtype, src, dst, n, &done);
+    if (done)
+        return st;
     switch (dtype) {
-    case MHA_ST_F32:
-        memcpy(dst, src, n * sizeof *dst);
-        break;
     case MHA_ST_F64: {
         const double *s = src;
         for (size_t i = 0; i < n; i++)
@@ -113,14 +123,11 @@ int mha_st_to_f32(mha_st_dtype dtype, const void *src, float *dst, size_t n)
 
 int mha_st_from_f32(mha_st_dtype dtype, const float *src, void *dst, size_t n)
 {
-    if (!is_float_dtype(dtype) || (n > 0 && (src == NULL || dst == NULL)))
-        return MHA_EINVAL;
-    if (n == 0)
-        return MHA_OK;
+    int done;
+    const int st = convert_args(dtype, src, dst, n, &done);
+    if (done)
+        return st;
     switch (dtype) {
-    case MHA_ST_F32:
-        memcpy(dst, src, n * sizeof *src);
-        break;
     case MHA_ST_F64: {
         double *d = dst;
         for (size_t i = 0; i < n; i++)
@@ -149,23 +156,12 @@ int mha_st_get_f32(const mha_st_file *f, const char *name, size_t ndim, const si
                    float *out, char *err, size_t errlen)
 {
     char q[ST_QUOTE], have[ST_SHAPE], want[ST_SHAPE];
-    if (f == NULL || name == NULL || ndim > MHA_ST_MAX_NDIM || (ndim > 0 && shape == NULL)) {
-        mha__st_set_err(err, errlen, "mha_st_get_f32: invalid argument (NULL file or name, "
-                        "ndim > %d or NULL shape)", MHA_ST_MAX_NDIM);
-        return MHA_EINVAL;
-    }
-    const st_entry *e = mha__st_find(f, name);
-    if (e == NULL) {
-        mha__st_set_err(err, errlen, "no tensor '%s' in the file", mha__st_quote(q, name));
-        return MHA_ENOTFOUND;
-    }
-    size_t numel = 1;
-    int same_shape = e->ndim == ndim;
-    for (size_t d = 0; d < ndim; d++) {
-        same_shape = same_shape && e->shape[d] == shape[d];
-        numel *= shape[d];  /* equal to the file's (validated) shape when same_shape */
-    }
-    if (!same_shape) {
+    const st_entry *e;
+    const int st = mha__st_lookup(f, name, ndim, shape, "mha_st_get_f32", 0, "", err, errlen,
+                                  &e);
+    if (st != MHA_OK)
+        return st;
+    if (!mha__st_same_shape(e, ndim, shape)) {
         mha__st_set_err(err, errlen, "tensor '%s': the file has shape %s, expected %s",
                         mha__st_quote(q, name), mha__st_fmt_shape(have, e->ndim, e->shape),
                         mha__st_fmt_shape(want, ndim, shape));
@@ -177,6 +173,9 @@ int mha_st_get_f32(const mha_st_file *f, const char *name, size_t ndim, const si
                         mha_st_dtype_name(e->dtype));
         return MHA_EFORMAT;
     }
+    size_t numel = 1; /* the file's validated shape: no overflow */
+    for (size_t d = 0; d < ndim; d++)
+        numel *= shape[d];
     if (numel > 0 && out == NULL) {
         mha__st_set_err(err, errlen, "mha_st_get_f32: out is NULL for tensor '%s'",
                         mha__st_quote(q, name));

@@ -75,8 +75,16 @@ int mha__st_utf8_valid(const char *str);
 /* A name that appears twice among names[n] (sorted in place), or NULL. */
 const char *mha__st_find_duplicate(const char **names, size_t n);
 
-/* The entry of tensor `name`, or NULL. */
-const st_entry *mha__st_find(const mha_st_file *f, const char *name);
+/* The entry of tensor `name`, or NULL with "no tensor 'name' in the file" in err. */
+const st_entry *mha__st_find(const mha_st_file *f, const char *name, char *err, size_t errlen);
+/* The entry of tensor `name` for the getter `caller`: MHA_EINVAL for a NULL f or name,
+ * ndim > MHA_ST_MAX_NDIM, a NULL shape with ndim > 0 or `bad` (the caller's own invalid
+ * argument, named by `what`, e.g. "bad dtype, "), MHA_ENOTFOUND; the message in err. */
+int mha__st_lookup(const mha_st_file *f, const char *name, size_t ndim, const size_t *shape,
+                   const char *caller, int bad, const char *what, char *err, size_t errlen,
+                   const st_entry **e);
+/* 1 when entry e has shape shape[ndim]. */
+int mha__st_same_shape(const st_entry *e, size_t ndim, const size_t *shape);
 
 /* ---- the header (st_header.c) ---- */
 

@@ -408,32 +408,48 @@ void mha_st_free(mha_st_file *f)
     free(f);
 }
 
-const st_entry *mha__st_find(const mha_st_file *f, const char *name)
+const st_entry *mha__st_find(const mha_st_file *f, const char *name, char *err, size_t errlen)
 {
     for (size_t i = 0; i < f->n; i++)
         if (strcmp(f->t[i].name, name) == 0)
             return &f->t[i];
+    char q[ST_QUOTE];
+    mha__st_set_err(err, errlen, "no tensor '%s' in the file", mha__st_quote(q, name));
     return NULL;
+}
+
+int mha__st_lookup(const mha_st_file *f, const char *name, size_t ndim, const size_t *shape,
+                   const char *caller, int bad, const char *what, char *err, size_t errlen,
+                   const st_entry **e)
+{
+    if (f == NULL || name == NULL || ndim > MHA_ST_MAX_NDIM || bad ||
+        (ndim > 0 && shape == NULL)) {
+        mha__st_set_err(err, errlen, "%s: invalid argument (NULL file or name, %sndim > %d or "
+                        "NULL shape)", caller, what, MHA_ST_MAX_NDIM);
+        return MHA_EINVAL;
+    }
+    *e = mha__st_find(f, name, err, errlen);
+    return *e ? MHA_OK : MHA_ENOTFOUND;
+}
+
+int mha__st_same_shape(const st_entry *e, size_t ndim, const size_t *shape)
+{
+    int same = e->ndim == ndim;
+    for (size_t d = 0; same && d < ndim; d++)
+        same = e->shape[d] == shape[d];
+    return same;
 }
 
 int mha_st_get(const mha_st_file *f, const char *name, mha_st_dtype dtype, size_t ndim,
                const size_t *shape, const void **data, char *err, size_t errlen)
 {
     char q[ST_QUOTE], have[ST_SHAPE], want[ST_SHAPE];
-    if (f == NULL || name == NULL || ndim > MHA_ST_MAX_NDIM || !mha__st_dtype_valid(dtype) ||
-        (ndim > 0 && shape == NULL)) {
-        mha__st_set_err(err, errlen, "mha_st_get: invalid argument (NULL file or name, bad dtype, "
-                        "ndim > %d or NULL shape)", MHA_ST_MAX_NDIM);
-        return MHA_EINVAL;
-    }
-    const st_entry *e = mha__st_find(f, name);
-    if (e == NULL) {
-        mha__st_set_err(err, errlen, "no tensor '%s' in the file", mha__st_quote(q, name));
-        return MHA_ENOTFOUND;
-    }
-    int same_shape = e->ndim == ndim;
-    for (size_t d = 0; same_shape && d < ndim; d++)
-        same_shape = e->shape[d] == shape[d];
+    const st_entry *e;
+    const int st = mha__st_lookup(f, name, ndim, shape, "mha_st_get",
+                                  !mha__st_dtype_valid(dtype), "bad dtype, ", err, errlen, &e);
+    if (st != MHA_OK)
+        return st;
+    const int same_shape = mha__st_same_shape(e, ndim, shape);
     if (e->dtype != dtype || !same_shape) {
         mha__st_set_err(err, errlen, "tensor '%s': the file has %s %s, expected %s %s",
                         mha__st_quote(q, name), dtype_names[e->dtype],

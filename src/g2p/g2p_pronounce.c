@@ -16,10 +16,7 @@ static int scratch(mha_g2p *g, size_t n)
 {
     const size_t S = g->max_src, L = g->max_tgt, K = MHA_G2P_MAX_NBEST;
     const size_t rows = g->rows;
-    free(g->ids);
-    free(g->ids_off);
-    free(g->ids_len);
-    free(g->order);
+    UTIL_FREE_ALL(g->ids, g->ids_off, g->ids_len, g->order);
     g->ids = calloc(n * S + 1, sizeof *g->ids);
     g->ids_off = calloc(n + 1, sizeof *g->ids_off);
     g->ids_len = calloc(n + 1, sizeof *g->ids_len);
@@ -38,23 +35,6 @@ static int scratch(mha_g2p *g, size_t n)
         ok = ok && s->srcbuf && s->lens && s->tok && s->tlen && s->lp && s->hyps;
     }
     return ok ? MHA_OK : MHA_ENOMEM;
-}
-
-/* order[0..n) = the words by length, then index (a counting sort: lengths are at most
- * max_src <= 256; no global state, so handles in several threads never meet). */
-static void sort_by_length(size_t n, const size_t *len, size_t max_len, size_t *order)
-{
-    size_t count[257] = {0};
-    for (size_t j = 0; j < n; j++)
-        count[len[j] <= max_len ? len[j] : max_len]++;
-    size_t start = 0;
-    for (size_t l = 0; l <= max_len && l < 257; l++) {
-        const size_t c = count[l];
-        count[l] = start;
-        start += c;
-    }
-    for (size_t j = 0; j < n; j++)
-        order[count[len[j] <= max_len ? len[j] : max_len]++] = j;
 }
 
 /* One batch: words order[b0 .. b0+B) decoded on stream s (beam K, the list of KD kept per
@@ -126,7 +106,7 @@ static int decode(mha_g2p *g, size_t n, size_t nbest, int32_t *res, size_t *res_
     const size_t KD = resc ? K : nbest; /* the beam's list: all of it when rescored */
     const size_t batch = g->rows / K > 0 ? g->rows / K : 1;
     const size_t nb = (n + batch - 1) / batch;
-    sort_by_length(n, g->ids_len, g->max_src < 256 ? g->max_src : 256, g->order);
+    g2p_order_by_length(n, g->ids_len, g->max_src, g->order);
     const int par = g->n_str > 1 && !resc && nb > 1;
     if (par && (st0 = g2p__streams(g)) != MHA_OK)
         return st0;
@@ -288,10 +268,7 @@ static int parts(mha_g2p *g, const char *word, unsigned flags, char *err, size_t
         free(ph[i]);
         free(spelled[i]);
     }
-    free(ph);
-    free(spelled);
-    free(part);
-    free(w);
+    UTIL_FREE_ALL(ph, spelled, part, w);
     return st;
 }
 
@@ -340,10 +317,7 @@ typedef struct model_pass {
 
 static void model_pass_free(model_pass *m)
 {
-    free(m->res);
-    free(m->res_len);
-    free(m->res_lp);
-    free(m->dec_of);
+    UTIL_FREE_ALL(m->res, m->res_len, m->res_lp, m->dec_of);
 }
 
 /* Room for n_model words: the decoding scratch and the pass's buffers. */

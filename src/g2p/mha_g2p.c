@@ -454,21 +454,10 @@ void mha_g2p_close(mha_g2p *g)
     g2p_vocab_free(&g->tgt);
     for (size_t i = 0; i < g->n_lex; i++)
         g2p_dict_free(&g->lex[i].d);
-    free(g->lex);
-    free(g->arena);
-    free(g->ans);
-    free(g->ids);
-    free(g->ids_off);
-    free(g->ids_len);
-    free(g->order);
+    UTIL_FREE_ALL(g->lex, g->arena, g->ans, g->ids, g->ids_off, g->ids_len, g->order);
     for (size_t k = 0; k < DECODE_STREAMS; k++) {
         g2p_stream *s = &g->str[k];
-        free(s->srcbuf);
-        free(s->tok);
-        free(s->lens);
-        free(s->tlen);
-        free(s->lp);
-        free(s->hyps);
+        UTIL_FREE_ALL(s->srcbuf, s->tok, s->lens, s->tlen, s->lp, s->hyps);
     }
     free(g);
 }

@@ -113,10 +113,8 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
     mha_st_tensor *ts = calloc(cap ? cap : 1, sizeof *ts);
     char(*names)[CKPT_NAME_CAP + 64] = calloc(2 * c->n_t + 1, sizeof *names);
     if (!ts || !names) {
-        free(ts);
-        free(names);
-        util_set_err(err, errlen, "out of memory");
-        return MHA_ENOMEM;
+        UTIL_FREE_ALL(ts, names);
+        return util_fail(MHA_ENOMEM, err, errlen, "out of memory");
     }
     size_t n = 0;
     for (size_t i = 0; i < c->n_t; i++) {
@@ -177,12 +175,7 @@ int ckpt_save(const char *path, const ckpt_layout *c, const ckpt_meta *meta, cha
         st = mha_st_save(path, ts, n, cks ? keys : meta ? meta->keys : NULL,
                          cks ? vals : meta ? (const char *const *)meta->vals : NULL, nk,
                          err, errlen);
-    free(keys);
-    free(vals);
-    free(ck);
-    free(cv);
-    free(ts);
-    free(names);
+    UTIL_FREE_ALL(keys, vals, ck, cv, ts, names);
     return st;
 }
 

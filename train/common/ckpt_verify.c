@@ -82,10 +82,8 @@ int ckpt_verify(const mha_st_file *f, char *err, size_t errlen)
     const char **keys = malloc((nm ? nm : 1) * sizeof *keys);
     const char **vals = malloc((nm ? nm : 1) * sizeof *vals);
     if (!keys || !vals) {
-        free(keys);
-        free(vals);
-        util_set_err(err, errlen, "out of memory");
-        return MHA_ENOMEM;
+        UTIL_FREE_ALL(keys, vals);
+        return util_fail(MHA_ENOMEM, err, errlen, "out of memory");
     }
     size_t n_crc = 0;
     for (size_t i = 0; i < nm; i++) {

@@ -137,6 +137,16 @@ void dist_grads_stats(const dist_grads *d, double *wait_seconds, uint64_t *steps
     *steps = d->steps;
 }
 
+int dist_main(int argc, char **argv, const char *name, int (*run)(int argc, char **argv))
+{
+    static char full[64]; /* the program's name for its life (cli_start_program keeps it) */
+    snprintf(full, sizeof full, "%s%s", name, dist_with_mpi() ? "-mpi" : "");
+    dist_init(&argc, &argv, full);
+    const int status = run(argc, argv);
+    dist_finalize();
+    return status;
+}
+
 #ifndef MHA_WITH_MPI
 /* ---- one rank ------------------------------------------------------------------------ */
 

@@ -41,6 +41,9 @@
 void dist_init(int *argc, char ***argv, const char *name);
 /* MPI_Finalize (when built with MPI). Call once, on the normal return path of main. */
 void dist_finalize(void);
+/* A program's main: dist_init as `name` (with MPI: `name`-mpi), run(argc, argv) on every
+ * rank, dist_finalize; returns run's status. */
+int dist_main(int argc, char **argv, const char *name, int (*run)(int argc, char **argv));
 int dist_rank(void);
 int dist_size(void);
 /* 1 when built with MPI (mha-gpt-mpi), 0 otherwise. */

@@ -337,3 +337,12 @@ void train_loop_save_failed(const train_loop *L)
     report_last_checkpoint(L->last_ckpt);
     exit(CLI_EXIT_RUNTIME);
 }
+
+void train_loop_mfu_json(const train_loop *L, cJSON *root, double peak, double measured)
+{
+    if (!(peak > 0) || !(L->train_s > 0))
+        return;
+    cJSON_AddNumberToObject(root, "peak_gflops", peak);
+    cJSON_AddNumberToObject(root, "peak_gflops_measured", measured);
+    cJSON_AddNumberToObject(root, "mfu", L->flops / L->train_s / (peak * 1e9));
+}

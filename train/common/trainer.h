@@ -143,6 +143,10 @@ void train_loop_close(train_loop *L);
 /* For report_csv's on_fail (ctx: the train_loop): say whether the last checkpoint is
  * intact before the exit. */
 void train_loop_log_failed(void *ctx);
+/* Into a summary's root: peak_gflops (the MFU's denominator), peak_gflops_measured (what
+ * this run measured itself) and mfu (the model FLOPs of this process's training steps over
+ * their seconds, as a share of peak), when peak > 0 and a step was timed. */
+void train_loop_mfu_json(const train_loop *L, cJSON *root, double peak, double measured);
 /* A save hook's checkpoint could not be saved (the saver said why; the file it was to
  * replace is untouched): say so and whether the last checkpoint is intact; exit 1. */
 void train_loop_save_failed(const train_loop *L) __attribute__((noreturn));

@@ -82,3 +82,9 @@ int util_read_file(const char *path, size_t max_bytes, char **out, size_t *len, 
     *len = got;
     return MHA_OK;
 }
+
+void util_free_all(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
+}

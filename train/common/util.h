@@ -1,6 +1,6 @@
 /*
  * util — the small helpers the programs and libmha_g2p share, each written once: the
- * one-line error message into a caller's buffer, and reading a whole file.
+ * one-line error message into a caller's buffer, reading a whole file, freeing a list.
  * (libmha has its own, src/st_read.c: its internal symbols are not visible here.)
  */
 #ifndef TRAIN_UTIL_H
@@ -27,5 +27,12 @@ void util_set_err(char *err, size_t errlen, const char *fmt, ...) UTIL_PRINTF(3,
  * max_bytes), MHA_ENOMEM; the message names the file. *buf is NULL on error. */
 int util_read_file(const char *path, size_t max_bytes, char **buf, size_t *len, char *err,
                    size_t errlen);
+
+/* free() each of p[n]: UTIL_FREE_ALL(a, b, c) frees a, b and c (a struct's buffers in one
+ * line). */
+void util_free_all(void *const *p, size_t n);
+#define UTIL_FREE_ALL(...)                                                                   \
+    util_free_all((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) /      \
+                                                    sizeof(void *))
 
 #endif /* TRAIN_UTIL_H */

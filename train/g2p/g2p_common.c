@@ -159,37 +159,17 @@ const char *const G2P_PRECISION_NAMES[] = {"fp32", "bf16", "auto", NULL};
 
 void g2p_defaults(g2p_config *c)
 {
-    memset(c, 0, sizeof *c);
+    static const g2p_config d = {
+        .format = G2P_FMT_AUTO, .enc_layers = 2, .dec_layers = 2, .heads = 4, .dim = 192,
+        .mlp_dim = 640, .batch = 128, .steps = 26000, .lr = 1.5e-3, .min_lr = 1e-5,
+        .warmup = 600, .beta2 = 0.98, .weight_decay = 0.01, .clip = 1.0,
+        .dropout = 0, /* docs/g2p_sweep.md: s26k-p0 and s29k-p0 beat s26k-p05 on validation */
+        .label_smoothing = 0.1, .seed = 1337, .eval_every = 1000, .eval_words = 1000000,
+        .ckpt_every = 1000, .threads = 2, .precision = G2P_PRECISION_AUTO, .out = "runs/g2p",
+        .beam = 1, .nbest = 1, .alpha = 1.0, .rescore_weight = 1.0, .run_threads = 2};
+    *c = d;
     g2p_default_path(c->data, sizeof c->data, "data/cmudict.dict");
-    c->format = G2P_FMT_AUTO;
-    c->enc_layers = 2;
-    c->dec_layers = 2;
-    c->heads = 4;
-    c->dim = 192;
-    c->mlp_dim = 640;
-    c->batch = 128;
-    c->steps = 26000;
-    c->lr = 1.5e-3;
-    c->min_lr = 1e-5;
-    c->warmup = 600;
-    c->beta2 = 0.98;
-    c->weight_decay = 0.01;
-    c->clip = 1.0;
-    c->dropout = 0; /* docs/g2p_sweep.md: s26k-p0 and s29k-p0 beat s26k-p05 on validation */
-    c->label_smoothing = 0.1;
-    c->seed = 1337;
-    c->eval_every = 1000;
-    c->eval_words = 1000000;
-    c->ckpt_every = 1000;
-    c->threads = 2;
-    c->precision = G2P_PRECISION_AUTO;
-    snprintf(c->out, sizeof c->out, "runs/g2p");
     g2p_default_path(c->model, sizeof c->model, "models/g2p-cmudict.safetensors");
-    c->beam = 1;
-    c->nbest = 1;
-    c->alpha = 1.0;
-    c->rescore_weight = 1.0;
-    c->run_threads = 2;
 }
 
 /* ---- memory ---------------------------------------------------------------------------- */

@@ -319,21 +319,30 @@ int g2p_vocab_join(const g2p_vocab *v, const int32_t *ids, size_t n, const char 
     return MHA_OK;
 }
 
+void g2p_order_by_length(size_t n, const size_t *len, size_t max_len, size_t *order)
+{
+    size_t count[257] = {0};
+    max_len = max_len < 256 ? max_len : 256;
+    for (size_t j = 0; j < n; j++)
+        count[len[j] <= max_len ? len[j] : max_len]++;
+    size_t start = 0;
+    for (size_t l = 0; l <= max_len; l++) {
+        const size_t c = count[l];
+        count[l] = start;
+        start += c;
+    }
+    for (size_t j = 0; j < n; j++)
+        order[count[len[j] <= max_len ? len[j] : max_len]++] = j;
+}
+
 /* ---- encoded sets ------------------------------------------------------------------------ */
 
 void g2p_set_free(g2p_set *s)
 {
     if (s == NULL)
         return;
-    free(s->src);
-    free(s->src_off);
-    free(s->tgt);
-    free(s->tgt_off);
-    free(s->pron_off);
-    free(s->pron_word);
-    free(s->usable);
-    free(s->word_idx);
-    free(s->pron_idx);
+    UTIL_FREE_ALL(s->src, s->src_off, s->tgt, s->tgt_off, s->pron_off, s->pron_word, s->usable,
+                  s->word_idx, s->pron_idx);
     memset(s, 0, sizeof *s);
 }
 

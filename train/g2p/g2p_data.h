@@ -224,6 +224,11 @@ void g2p_set_free(g2p_set *s);
 int g2p_batch(const g2p_set *s, const size_t *prons, size_t B, size_t S, size_t T,
               int32_t *src, int32_t *tgt_in, int32_t *tgt_out, char *err, size_t errcap);
 
+/* order[0..n) = 0..n−1 sorted by len[] (a length above max_len counts as max_len), ties
+ * by index: the order in which words are decoded in batches of similar length. A counting
+ * sort (max_len <= 256): no global state, so decoders in several threads never meet. */
+void g2p_order_by_length(size_t n, const size_t *len, size_t max_len, size_t *order);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,12 +59,7 @@ void g2p_decoder_free(g2p_decoder *d)
     g2p_rescorer_free(&d->resc);
     for (size_t i = 0; i < d->n_models; i++)
         mha_s2s_infer_destroy(d->inf[i]);
-    free(d->src);
-    free(d->len);
-    free(d->out);
-    free(d->out_len);
-    free(d->logprob);
-    free(d->hyps);
+    UTIL_FREE_ALL(d->src, d->len, d->out, d->out_len, d->logprob, d->hyps);
     memset(d, 0, sizeof *d);
 }
 
@@ -78,24 +73,11 @@ static void turn_around(int32_t *t, size_t n)
     }
 }
 
-/* Order of words by source length (then index: stable), for batches with little padding. */
-static const size_t *g_lens;
-static int by_len(const void *a, const void *b)
-{
-    const size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    if (g_lens[i] != g_lens[j])
-        return g_lens[i] < g_lens[j] ? -1 : 1;
-    return i < j ? -1 : i > j;
-}
-
 void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, const size_t *lens,
                       int32_t *out_tok, size_t *out_len, double *logprob, double *score)
 {
-    size_t *order = xcalloc(n, sizeof *order);
-    for (size_t i = 0; i < n; i++)
-        order[i] = i;
-    g_lens = lens;
-    qsort(order, n, sizeof *order, by_len);
+    size_t *order = xcalloc(n, sizeof *order); /* by length, for little padding */
+    g2p_order_by_length(n, lens, G2P_MAX_POS, order);
     const size_t K = d->nbest, L = d->max_tgt, maxlen = L; /* tokens before </s> */
     size_t *perm = xcalloc(d->batch * d->kdec, sizeof *perm);
     /* greedy and beam may emit up to max_tgt tokens; the model saw at most max_tgt − 1 */
@@ -216,11 +198,6 @@ size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_
     *stress = sc.stress;
     *nostress = sc.nostress;
     g2p_scorer_free(&sc);
-    free(ref_off);
-    free(srcs);
-    free(lens);
-    free(tok);
-    free(tlen);
-    free(all);
+    UTIL_FREE_ALL(ref_off, srcs, lens, tok, tlen, all);
     return count;
 }

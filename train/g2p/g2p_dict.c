@@ -144,11 +144,7 @@ typedef struct parse {
 
 static void parse_free(parse *p)
 {
-    free(p->wtext);
-    free(p->words);
-    free(p->prons);
-    free(p->tokens);
-    free(p->map.slot);
+    UTIL_FREE_ALL(p->wtext, p->words, p->prons, p->tokens, p->map.slot);
 }
 
 /* Split s (NUL-terminated, no control bytes) on runs of spaces, making each token a string
@@ -441,11 +437,7 @@ void g2p_dict_free(g2p_dict *d)
 {
     if (d == NULL)
         return;
-    free(d->index);
-    free(d->words);
-    free(d->prons);
-    free(d->tokens);
-    free(d->store);
+    UTIL_FREE_ALL(d->index, d->words, d->prons, d->tokens, d->store);
     memset(d, 0, sizeof *d);
 }
 

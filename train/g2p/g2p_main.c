@@ -132,11 +132,5 @@ static int dispatch(int argc, char **argv)
     cli_die_usage("unknown command '%s' (train, pronounce, eval or average)", argv[1]);
 }
 
-int main(int argc, char **argv)
-{
-    /* under mpirun (mha-g2p-mpi) every rank runs the command; train shares the work */
-    dist_init(&argc, &argv, dist_with_mpi() ? "mha-g2p-mpi" : "mha-g2p");
-    const int st = dispatch(argc, argv);
-    dist_finalize();
-    return st;
-}
+/* under mpirun (mha-g2p-mpi) every rank runs the command; train shares the work */
+int main(int argc, char **argv) { return dist_main(argc, argv, "mha-g2p", dispatch); }

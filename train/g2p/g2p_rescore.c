@@ -7,6 +7,7 @@
 
 #include "g2p_data.h"
 #include "mha.h"
+#include "util.h"
 
 void g2p_rescorer_free(g2p_rescorer *r)
 {
@@ -14,11 +15,7 @@ void g2p_rescorer_free(g2p_rescorer *r)
         return;
     for (size_t i = 0; i < r->n; i++)
         mha_s2s_infer_destroy(r->inf[i]);
-    free(r->src);
-    free(r->tgt);
-    free(r->src_len);
-    free(r->tgt_len);
-    free(r->lp);
+    UTIL_FREE_ALL(r->src, r->tgt, r->src_len, r->tgt_len, r->lp);
     memset(r, 0, sizeof *r);
 }
 

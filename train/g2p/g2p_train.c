@@ -242,13 +242,7 @@ static void trainer_free(trainer *t)
     g2p_dict_free(&t->dict);
     g2p_vocab_free(&t->reduced);
     report_history_free(&t->hist);
-    free(t->map);
-    free(t->order);
-    free(t->plen);
-    free(t->src);
-    free(t->tin);
-    free(t->tout);
-    free(t->slen);
+    UTIL_FREE_ALL(t->map, t->order, t->plen, t->src, t->tin, t->tout, t->slen);
 }
 
 int g2p_train_main(int argc, char **argv, int first)

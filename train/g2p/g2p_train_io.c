@@ -48,12 +48,7 @@ void g2p_write_curves(const trainer *t, const char *path)
     int st = svg_write_charts(path, ch, m ? 2 : 1, 900, 330);
     if (st != MHA_OK)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
-    free(x);
-    free(loss);
-    free(sm);
-    free(xe);
-    free(wer);
-    free(per);
+    UTIL_FREE_ALL(x, loss, sm, xe, wer, per);
 }
 
 /* Cross-attention heat maps of a few validation words: one file per decoder layer, the
@@ -124,14 +119,9 @@ void g2p_write_summary(const trainer *t, const char *path, double wall, int comp
      * model FLOPs over that time as a share of the measured peak (g2p_train.c) */
     const g2p_clock *k = &t->clk;
     const train_loop *L = &t->loop;
-    if (L->steps_done > 0 && L->train_s > 0) {
+    if (L->steps_done > 0 && L->train_s > 0)
         cJSON_AddNumberToObject(root, "step_ms", 1e3 * L->train_s / (double)L->steps_done);
-        if (k->peak > 0) {
-            cJSON_AddNumberToObject(root, "peak_gflops", k->peak);
-            cJSON_AddNumberToObject(root, "peak_gflops_measured", k->peak_src.measured);
-            cJSON_AddNumberToObject(root, "mfu", L->flops / L->train_s / (k->peak * 1e9));
-        }
-    }
+    train_loop_mfu_json(L, root, k->peak, k->peak_src.measured);
     cJSON_AddNumberToObject(root, "train_pronunciations", (double)t->n_train);
     cJSON_AddNumberToObject(root, "epochs", (double)t->r.step * (double)t->cfg.batch /
                                                 (double)(t->n_train ? t->n_train : 1));

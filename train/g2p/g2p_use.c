@@ -385,11 +385,7 @@ int g2p_pronounce_main(int argc, char **argv)
     }
     cli_flush_stdout(); /* exit 1 if the pronunciations could not be written */
     mha_g2p_close(g);
-    free(words);
-    free(chunk);
-    free(out);
-    free(n_out);
-    free(status);
+    UTIL_FREE_ALL(words, chunk, out, n_out, status);
     return bad_any ? CLI_EXIT_USAGE : 0;
 }
 

@@ -89,34 +89,15 @@ const size_t GPT_N_SAMPLE_OPTS = sizeof GPT_SAMPLE_OPTS / sizeof GPT_SAMPLE_OPTS
 
 void gpt_defaults(gpt_run_config *c)
 {
-    memset(c, 0, sizeof *c);
+    static const gpt_run_config d = {
+        .layers = 4, .heads = 4, .dim = 128, .context = 64, .batch = 12, .steps = 2000,
+        .lr = 1e-3, .min_lr = 1e-4, .warmup = 100, .beta2 = 0.99, .weight_decay = 0.1,
+        .clip = 1.0, .seed = 1337, .eval_every = 250, .eval_batches = 200, .ckpt_every = 500,
+        .sample_chars = 500, .threads = 2, .attention = MHA_ATTN_STORED, .out = "runs/gpt",
+        .checkpoint = "runs/gpt/best.safetensors", .prompt = "\n", .chars = 500,
+        .temperature = 1.0, .sample_seed = 1337, .sample_threads = 1};
+    *c = d;
     cli_default_path(c->data, sizeof c->data, "data/tinyshakespeare.txt");
-    c->layers = 4;
-    c->heads = 4;
-    c->dim = 128;
-    c->context = 64;
-    c->batch = 12;
-    c->steps = 2000;
-    c->lr = 1e-3;
-    c->min_lr = 1e-4;
-    c->warmup = 100;
-    c->beta2 = 0.99;
-    c->weight_decay = 0.1;
-    c->clip = 1.0;
-    c->seed = 1337;
-    c->eval_every = 250;
-    c->eval_batches = 200;
-    c->ckpt_every = 500;
-    c->sample_chars = 500;
-    c->threads = 2;
-    c->attention = MHA_ATTN_STORED;
-    snprintf(c->out, sizeof c->out, "runs/gpt");
-    snprintf(c->checkpoint, sizeof c->checkpoint, "runs/gpt/best.safetensors");
-    snprintf(c->prompt, sizeof c->prompt, "\n");
-    c->chars = 500;
-    c->temperature = 1.0;
-    c->sample_seed = 1337;
-    c->sample_threads = 1;
 }
 
 /* ---- model, optimizer, checkpoint layout ----------------------------------------------- */

@@ -182,10 +182,4 @@ static int run(int argc, char **argv)
     cli_die_usage("unknown command '%s': train or sample", argv[1]);
 }
 
-int main(int argc, char **argv)
-{
-    dist_init(&argc, &argv, dist_with_mpi() ? "mha-gpt-mpi" : "mha-gpt");
-    const int status = run(argc, argv);
-    dist_finalize();
-    return status;
-}
+int main(int argc, char **argv) { return dist_main(argc, argv, "mha-gpt", run); }

@@ -139,11 +139,7 @@ static void trainer_free(trainer *t)
     dist_grads_destroy(t->dg);
     gpt_run_destroy(&t->r);
     text_corpus_free(t->corpus);
-    free(t->vocab_text);
-    free(t->ev_off[0]);
-    free(t->ev_off[1]);
-    free(t->tok);
-    free(t->tgt);
+    UTIL_FREE_ALL(t->vocab_text, t->ev_off[0], t->ev_off[1], t->tok, t->tgt);
     report_history_free(&t->hist);
 }
 

@@ -213,11 +213,7 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
                                                            : 0.0);
     /* the model FLOPs of the training steps over their time, as a share of the measured
      * peak of every rank (gpt_train.c's step_flops and peak.h) */
-    if (t->clk.peak > 0 && L->train_s > 0) {
-        cJSON_AddNumberToObject(root, "peak_gflops", t->clk.peak);
-        cJSON_AddNumberToObject(root, "peak_gflops_measured", t->clk.peak_src.measured);
-        cJSON_AddNumberToObject(root, "mfu", L->flops / L->train_s / (t->clk.peak * 1e9));
-    }
+    train_loop_mfu_json(L, root, t->clk.peak, t->clk.peak_src.measured);
     cJSON_AddNumberToObject(root, "parameters", (double)n_params);
     double wait = 0;
     uint64_t n_sync = 0;

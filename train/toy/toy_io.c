@@ -201,12 +201,7 @@ void write_loss_svg(const run_state *rs, const char *path)
     int st = svg_write_charts(path, ch, 2, 900, 330);
     if (st != MHA_OK)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
-    free(x);
-    free(loss);
-    free(ex);
-    free(et);
-    free(es);
-    free(sm);
+    UTIL_FREE_ALL(x, loss, ex, et, es, sm);
 }
 
 
@@ -248,10 +243,7 @@ void write_attention_svgs(run_state *rs, const task_buffer *ev, char paths[][CLI
                  rs->mcfg.ctx_len ? "; columns key:value" : "");
         report_heatmaps(paths[l], title, shape[1], shape[2], shape[3], w, rlp, clp);
     }
-    free(rl);
-    free(cl);
-    free(rlp);
-    free(clp);
+    UTIL_FREE_ALL(rl, cl, rlp, clp);
 }
 
 
@@ -330,14 +322,9 @@ void write_summary(const run_state *rs, const char *path, double wall, double to
     /* this process's training steps (evaluations excluded): their mean time, and their
      * model FLOPs over that time as a share of the measured peak (toy_train.c) */
     const train_loop *L = &rs->loop;
-    if (L->steps_done > 0 && L->train_s > 0) {
+    if (L->steps_done > 0 && L->train_s > 0)
         cJSON_AddNumberToObject(root, "step_ms", 1e3 * L->train_s / (double)L->steps_done);
-        if (rs->peak > 0) {
-            cJSON_AddNumberToObject(root, "peak_gflops", rs->peak);
-            cJSON_AddNumberToObject(root, "peak_gflops_measured", rs->peak_src.measured);
-            cJSON_AddNumberToObject(root, "mfu", L->flops / L->train_s / (rs->peak * 1e9));
-        }
-    }
+    train_loop_mfu_json(L, root, rs->peak, rs->peak_src.measured);
     cJSON_AddNumberToObject(root, "token_accuracy", tok);
     cJSON_AddNumberToObject(root, "sequence_accuracy", seq);
     cJSON_AddNumberToObject(root, "eval_loss", eval_loss);

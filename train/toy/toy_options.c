@@ -69,44 +69,17 @@ static size_t opt_index(const char *name)
 
 static void task_defaults(int task, run_config *c)
 {
-    memset(c, 0, sizeof *c);
+    static const run_config d = {
+        .layers = 1, .model_dim = 64, .heads = 4, .dropout = 0.0, .batch = 64,
+        .optimizer = MHA_OPTIM_ADAM, .lr = 3e-3, .min_lr = 3e-5, .warmup = 100, .clip = 1.0,
+        .weight_decay = 0.0, .momentum = 0.9, .seed = 1, .eval_size = 2000, .eval_every = 100,
+        .ckpt_every = 250, .threads = 1, .seq_len = 16, .vocab = 16, .pairs = 16,
+        .steps = 1000}; /* reverse and copy; lookup: below */
+    *c = d;
     c->task = task;
-    c->layers = 1;
-    c->model_dim = 64;
-    c->heads = 4;
-    c->dropout = 0.0;
-    c->batch = 64;
-    c->optimizer = MHA_OPTIM_ADAM;
-    c->lr = 3e-3;
-    c->min_lr = 3e-5;
-    c->warmup = 100;
-    c->clip = 1.0;
-    c->weight_decay = 0.0;
-    c->momentum = 0.9;
-    c->seed = 1;
-    c->eval_size = 2000;
-    c->eval_every = 100;
-    c->ckpt_every = 250;
-    c->threads = 1;
-    switch (task) {
-    case TASK_REVERSE:
-        c->seq_len = 16;
-        c->vocab = 16;
-        c->pairs = 16;
-        c->steps = 1000;
-        break;
-    case TASK_COPY:
-        c->seq_len = 16;
-        c->vocab = 16;
-        c->pairs = 16;
-        c->steps = 1000;
-        break;
-    default: /* TASK_LOOKUP */
+    if (task == TASK_LOOKUP) {
         c->seq_len = 8;
         c->vocab = 32;
-        c->pairs = 16;
-        c->steps = 1000;
-        break;
     }
     snprintf(c->out, sizeof c->out, "runs/%s", task_name((task_kind)task));
 }
