@@ -227,8 +227,8 @@ LAYERS_CLONES static void X(ln_cols_)(size_t N, size_t C, size_t c0, const REAL 
 typedef struct ln_job {
     size_t N, C;
     double eps;
-    const REAL *x, *w, *b, *mean, *rstd, *dy;
-    REAL *y, *mean_out, *rstd_out, *dx, *dw, *db;
+    const REAL *x, *w, *b, *mean, *rstd, *dy, *sub;
+    REAL *y, *mean_out, *rstd_out, *dx, *dw, *db, *sum;
 } ln_job;
 
 /* Rows of tasks k0 .. k1−1 (LN_ROWS rows each) of the forward */
@@ -254,6 +254,58 @@ int mha_layernorm_forward(size_t N, size_t C, double eps, const REAL *x, const R
                 .rstd_out = rstd};
     mha__pool_range(par_threads(n), (N + LN_ROWS - 1) / LN_ROWS, 1, ln_fwd_task, &j);
     return MHA_OK;
+}
+
+/* Rows of tasks k0 .. k1−1 of the residual LayerNorm: each row's sum = x + sub, then its
+ * LayerNorm read back from the sum while it is in cache. */
+static void ln_res_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    const ln_job *j = ctx;
+    (void)slot;
+    for (size_t k = k0; k < k1; k++) {
+        const size_t r0 = k * LN_ROWS, r1 = j->N - r0 < LN_ROWS ? j->N : r0 + LN_ROWS;
+        for (size_t i = r0 * j->C; i < r1 * j->C; i++)
+            j->sum[i] = j->x[i] + j->sub[i];
+        X(ln_rows_fwd_)(r0, r1, j->C, j->eps, j->sum, j->w, j->b, j->y, j->mean_out,
+                        j->rstd_out);
+    }
+}
+
+int PRIV(residual_layernorm)(size_t N, size_t C, double eps, const REAL *x, const REAL *sub,
+                             const REAL *w, const REAL *b, REAL *sum, REAL *y, REAL *mean,
+                             REAL *rstd)
+{
+    size_t n;
+    if (elems2(N, C, &n) != MHA_OK)
+        return MHA_EOVERFLOW;
+    ln_job j = {.N = N, .C = C, .eps = eps, .x = x, .sub = sub, .w = w, .b = b, .sum = sum,
+                .y = y, .mean_out = mean, .rstd_out = rstd};
+    mha__pool_range(par_threads(n), (N + LN_ROWS - 1) / LN_ROWS, 1, ln_res_task, &j);
+    return MHA_OK;
+}
+
+/* Elements per task of the element-wise sum. */
+#define ADD_SPAN 4096
+
+typedef struct add_job {
+    size_t n;
+    const REAL *a, *b;
+    REAL *y;
+} add_job;
+
+static void add_task(void *ctx, size_t k0, size_t k1, int slot)
+{
+    const add_job *j = ctx;
+    (void)slot;
+    const size_t e = k1 * ADD_SPAN < j->n ? k1 * ADD_SPAN : j->n;
+    for (size_t i = k0 * ADD_SPAN; i < e; i++)
+        j->y[i] = j->a[i] + j->b[i];
+}
+
+void PRIV(add)(size_t n, const REAL *a, const REAL *b, REAL *y)
+{
+    add_job j = {n, a, b, y};
+    mha__pool_range(par_threads(n), (n + ADD_SPAN - 1) / ADD_SPAN, 1, add_task, &j);
 }
 
 /* Rows r0 .. r1−1 of dx (see layernorm_backward). */

@@ -177,6 +177,21 @@ int mha__dbackward_set(mhad_module *m, mhad_cache *c, const double *x_query,
                        const double *x_context, const double *d_out, double *dx_query,
                        double *dx_context);
 
+/* ---- Residual connections (src/layers_core.c), on the library's threads ---------------
+ * mha__?residual_layernorm(N, C, eps, x, sub, w, b, sum, y, mean, rstd): sum = x + sub
+ * [N, C], then y = LayerNorm(sum) with mean and rstd as mha_layernorm_forward gives them
+ * (the same bits), a row's sum read back while it is in cache: a block's residual add and
+ * the next LayerNorm in one pass. Arguments valid (the blocks'); MHA_OK or MHA_EOVERFLOW.
+ * mha__?add(n, a, b, y): y = a + b element-wise (y may be a or b). */
+int mha__sresidual_layernorm(size_t N, size_t C, double eps, const float *x, const float *sub,
+                             const float *w, const float *b, float *sum, float *y, float *mean,
+                             float *rstd);
+int mha__dresidual_layernorm(size_t N, size_t C, double eps, const double *x,
+                             const double *sub, const double *w, const double *b, double *sum,
+                             double *y, double *mean, double *rstd);
+void mha__sadd(size_t n, const float *a, const float *b, float *y);
+void mha__dadd(size_t n, const double *a, const double *b, double *y);
+
 /* ---- Modules whose owner sets the weights (src/mha_core.c) -------------------------
  * mha__?create_undrawn: mha_create / mhad_create without drawing the initial weights (they
  * are zeros until the caller writes them): for the blocks, which draw
