@@ -12,7 +12,7 @@
  *          n = (L(x + h·v) − L(x − h·v)) / 2h  vs  a = vᵀ·g   (cost: 2m calls)
  * Pass criterion per compared pair: |a − n| <= atol + rtol·|n|.
  *
- * Good practice (what tests/test_mha_grad.c does):
+ * Good practice (what tests/test_grad_table.c does):
  *   - float64 (mha_gradcheck) for tight checks; no -ffast-math. mha_gradcheck_f
  *     checks float32 layers as they are, but coarsely (see its comment below);
  *   - loss L = Σ R ⊙ out with a fixed random R: a plain Σ out through a softmax has

@@ -1,14 +1,10 @@
 /*
- * The GPT block and model (include/mha_gpt.h): every gradient by central finite
- * differences in float64 (every element, |a − n| <= 1e-7 + 1e-6·|n|, dropout included:
- * each evaluation rewinds the call counter so it sees the same masks), float32 against
- * float64, generation with key/value caches against the full forward, the tensor table
- * and GPT-2 initialisation, accumulation, and refused arguments.
- *
- * Recipe (as tests/test_mha_grad.c): loss = Σ R ⊙ y for a block (R fixed, random), the
- * model's own mean cross-entropy for the model; parameters are drawn at random (not the
- * GPT-2 init, whose LayerNorm weights of exactly 1 and zero biases would hide
- * transposition bugs).
+ * The GPT block and model (include/mha_gpt.h): the block as its documented composition of
+ * the layers, float32 against float64, generation with key/value caches against the full
+ * forward, the tensor table and GPT-2 initialisation, the gradient hook, data-parallel
+ * slices, refused arguments and a small model that learns. Their gradients (every element
+ * by finite differences in float64, accumulation, the thread count) are rows of the one
+ * table of gradient cases, tests/test_grad_table.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,116 +16,7 @@
 #include "mha.h"
 #include "test_util.h"
 
-#define GC_ATOL 1e-7
-#define GC_RTOL 1e-6
-
-/* Every parameter tensor of a model by fill_param. */
-static void randomize_gpt(mhad_gpt *g, uint64_t seed)
-{
-    for (size_t i = 0; i < mhad_gpt_num_tensors(g); i++) {
-        mha_param_info in;
-        double *p;
-        assert_int_equal(mhad_gpt_tensor(g, i, &in, &p, NULL), MHA_OK);
-        fill_param(p, &in, seed + 7 * i);
-    }
-}
-
 /* ---- block ------------------------------------------------------------------ */
-
-typedef struct block_problem {
-    mhad_block *blk;
-    size_t B, T, C;
-    double *x, *y, *r, *dx;
-    int training;
-    uint64_t call0;
-} block_problem;
-
-static int block_loss(void *ctx, double *loss)
-{
-    block_problem *pb = ctx;
-    int st = mhad_block_set_call_index(pb->blk, pb->call0); /* same masks every time */
-    if (st == MHA_OK)
-        st = mhad_block_forward(pb->blk, pb->training, pb->B, pb->T, pb->x, pb->y);
-    if (st != MHA_OK)
-        return st;
-    double s = 0.0;
-    for (size_t i = 0; i < pb->B * pb->T * pb->C; i++)
-        s += pb->r[i] * pb->y[i];
-    *loss = s;
-    return 0;
-}
-
-static void check_block(size_t B, size_t T, size_t C, size_t H, double p_attn, double p_resid,
-                        int causal, mha_attn_mode mode, uint64_t seed)
-{
-    mha_block_config cfg = {.dim = C, .heads = H, .attn_dropout = p_attn,
-                            .resid_dropout = p_resid, .causal = causal, .init_layers = 2,
-                            .seed = seed, .threads = 2, .attn_mode = mode};
-    block_problem pb = {.B = B, .T = T, .C = C, .training = p_attn > 0 || p_resid > 0,
-                        .call0 = 3};
-    assert_int_equal(mhad_block_create(&pb.blk, &cfg, B + 1, T + 2), MHA_OK);
-    randomize_block(pb.blk, seed);
-    const size_t n = B * T * C;
-    pb.x = malloc(n * sizeof(double));
-    pb.y = malloc(n * sizeof(double));
-    pb.r = malloc(n * sizeof(double));
-    pb.dx = calloc(n, sizeof(double));
-    fill_uniform(pb.x, n, -1.0, 1.0, seed + 100);
-    fill_uniform(pb.r, n, -1.0, 1.0, seed + 101);
-
-    double l0;
-    assert_int_equal(block_loss(&pb, &l0), 0);
-    assert_int_equal(mhad_block_zero_grad(pb.blk), MHA_OK);
-    assert_int_equal(mhad_block_backward(pb.blk, pb.x, pb.r, pb.dx), MHA_OK);
-
-    mha_gc_tensor t[MHA_BLOCK_NUM_TENSORS + 1];
-    for (size_t i = 0; i < MHA_BLOCK_NUM_TENSORS; i++) {
-        mha_param_info in;
-        double *p, *g;
-        assert_int_equal(mhad_block_tensor(pb.blk, i, &in, &p, &g), MHA_OK);
-        t[i] = (mha_gc_tensor){.name = in.name, .value = p, .grad = g, .n = in.numel};
-    }
-    t[MHA_BLOCK_NUM_TENSORS] = (mha_gc_tensor){.name = "x", .value = pb.x, .grad = pb.dx, .n = n};
-    mha_gc_result res[MHA_BLOCK_NUM_TENSORS + 1];
-    mha_gc_options opt = {.atol = GC_ATOL, .rtol = GC_RTOL};
-    assert_int_equal(mha_gradcheck(block_loss, &pb, t, MHA_BLOCK_NUM_TENSORS + 1, &opt, res),
-                     MHA_OK);
-    for (size_t i = 0; i <= MHA_BLOCK_NUM_TENSORS; i++) {
-        if (!(res[i].worst_ratio <= 1.0)) {
-            char line[400];
-            mha_gc_format(&res[i], t[i].name, line, sizeof line);
-            print_error("block %s\n", line);
-        }
-        assert_true(res[i].worst_ratio <= 1.0);
-        assert_int_equal(res[i].compared, t[i].n);
-    }
-    mhad_block_destroy(pb.blk);
-    free(pb.x);
-    free(pb.y);
-    free(pb.r);
-    free(pb.dx);
-}
-
-/* Every block gradient (16 tensors and dx) against finite differences, causal, no dropout. */
-static void gpt_block_grad_plain(void **state)
-{
-    (void)state;
-    check_block(2, 5, 8, 2, 0.0, 0.0, 1, MHA_ATTN_STORED, 11);
-}
-
-/* The same with attention dropout 0.2 and residual dropout 0.25 (masks replayed). */
-static void gpt_block_grad_dropout(void **state)
-{
-    (void)state;
-    check_block(2, 5, 8, 2, 0.2, 0.25, 1, MHA_ATTN_STORED, 12);
-}
-
-/* Odd sizes, one head, bidirectional attention, the memory-efficient attention mode. */
-static void gpt_block_grad_odd_recompute(void **state)
-{
-    (void)state;
-    check_block(3, 3, 6, 1, 0.1, 0.3, 0, MHA_ATTN_RECOMPUTE, 13);
-}
 
 /* The block is exactly the documented composition of the layers: LN1, the attention
  * module (causal), dropout with PCG32(block seed, MHA_PCG32_STREAM_RESID_ATTN) at the
@@ -180,89 +67,12 @@ static void gpt_block_is_its_composition(void **state)
 
 /* ---- model ------------------------------------------------------------------- */
 
-typedef struct gpt_problem {
-    mhad_gpt *g;
-    size_t B, T;
-    int32_t *tok, *tgt;
-    int training;
-    uint64_t call0;
-} gpt_problem;
-
-static int gpt_loss(void *ctx, double *loss)
-{
-    gpt_problem *pb = ctx;
-    int st = mhad_gpt_set_call_index(pb->g, pb->call0);
-    if (st == MHA_OK)
-        st = mhad_gpt_forward(pb->g, pb->training, pb->B, pb->T, pb->tok, pb->tgt, loss);
-    return st;
-}
-
 static mha_gpt_config small_config(double p_attn, double p_resid, uint64_t seed)
 {
     mha_gpt_config c = {.vocab = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8,
                         .attn_dropout = p_attn, .resid_dropout = p_resid, .seed = seed,
                         .threads = 2};
     return c;
-}
-
-static void check_gpt(double p_attn, double p_resid, size_t B, size_t T, uint64_t seed)
-{
-    mha_gpt_config cfg = small_config(p_attn, p_resid, seed);
-    gpt_problem pb = {.B = B, .T = T, .training = p_attn > 0 || p_resid > 0, .call0 = 5};
-    assert_int_equal(mhad_gpt_create(&pb.g, &cfg, B), MHA_OK);
-    randomize_gpt(pb.g, seed);
-    pb.tok = malloc(B * T * sizeof(int32_t));
-    pb.tgt = malloc(B * T * sizeof(int32_t));
-    fill_ids(pb.tok, B * T, 0, (int32_t)cfg.vocab, seed + 1);
-    fill_ids(pb.tgt, B * T, 0, (int32_t)cfg.vocab, seed + 2);
-    pb.tgt[1] = -1; /* a position without a target */
-
-    double l0;
-    assert_int_equal(gpt_loss(&pb, &l0), MHA_OK);
-    assert_true(l0 > 0.0 && isfinite(l0));
-    assert_int_equal(mhad_gpt_zero_grad(pb.g), MHA_OK);
-    assert_int_equal(mhad_gpt_backward(pb.g), MHA_OK);
-
-    const size_t n = mhad_gpt_num_tensors(pb.g);
-    assert_int_equal(n, 2 + 16 * cfg.layers + 2);
-    mha_gc_tensor *t = calloc(n, sizeof *t);
-    mha_gc_result *res = calloc(n, sizeof *res);
-    for (size_t i = 0; i < n; i++) {
-        mha_param_info in;
-        double *p, *g;
-        assert_int_equal(mhad_gpt_tensor(pb.g, i, &in, &p, &g), MHA_OK);
-        t[i] = (mha_gc_tensor){.name = in.name, .value = p, .grad = g, .n = in.numel};
-    }
-    mha_gc_options opt = {.atol = GC_ATOL, .rtol = GC_RTOL};
-    assert_int_equal(mha_gradcheck(gpt_loss, &pb, t, n, &opt, res), MHA_OK);
-    for (size_t i = 0; i < n; i++) {
-        if (!(res[i].worst_ratio <= 1.0)) {
-            char line[400];
-            mha_gc_format(&res[i], t[i].name, line, sizeof line);
-            print_error("gpt %s\n", line);
-        }
-        assert_true(res[i].worst_ratio <= 1.0);
-    }
-    free(t);
-    free(res);
-    free(pb.tok);
-    free(pb.tgt);
-    mhad_gpt_destroy(pb.g);
-}
-
-/* Every parameter of the whole model (embeddings, tied read-out, 2 blocks, ln_f) by
- * finite differences of the mean cross-entropy, T < context, one unscored position. */
-static void gpt_model_grad_plain(void **state)
-{
-    (void)state;
-    check_gpt(0.0, 0.0, 2, 5, 21);
-}
-
-/* The same with every dropout on: attention 0.15, embeddings and residual branches 0.2. */
-static void gpt_model_grad_dropout(void **state)
-{
-    (void)state;
-    check_gpt(0.15, 0.2, 2, 6, 22);
 }
 
 /* float32 and float64 models with the same parameters agree: loss within 1e-5 relative,
@@ -529,49 +339,6 @@ static void gpt_tensors_and_init(void **state)
     mha_gpt_destroy(g);
 }
 
-/* Backward accumulates: two forward+backward passes without zeroing give twice the
- * gradient of one; zero_grad clears every tensor. */
-static void gpt_backward_accumulates(void **state)
-{
-    (void)state;
-    mha_gpt_config cfg = small_config(0, 0, 51);
-    mhad_gpt *g;
-    assert_int_equal(mhad_gpt_create(&g, &cfg, 2), MHA_OK);
-    randomize_gpt(g, 51);
-    int32_t tok[12], tgt[12];
-    fill_ids(tok, 12, 0, 7, 1);
-    fill_ids(tgt, 12, 0, 7, 2);
-    const size_t n = mhad_gpt_num_tensors(g);
-    double **once = calloc(n, sizeof *once);
-    for (int pass = 0; pass < 2; pass++) {
-        assert_int_equal(mhad_gpt_forward(g, 0, 2, 6, tok, tgt, NULL), MHA_OK);
-        assert_int_equal(mhad_gpt_backward(g), MHA_OK);
-        for (size_t i = 0; i < n; i++) {
-            mha_param_info in;
-            double *gr;
-            assert_int_equal(mhad_gpt_tensor(g, i, &in, NULL, &gr), MHA_OK);
-            if (pass == 0) {
-                once[i] = malloc(in.numel * sizeof(double));
-                memcpy(once[i], gr, in.numel * sizeof(double));
-            } else {
-                for (size_t k = 0; k < in.numel; k++)
-                    assert_close(gr[k], 2 * once[i][k], 1e-15, 1e-12);
-            }
-        }
-    }
-    assert_int_equal(mhad_gpt_zero_grad(g), MHA_OK);
-    for (size_t i = 0; i < n; i++) {
-        mha_param_info in;
-        double *gr;
-        assert_int_equal(mhad_gpt_tensor(g, i, &in, NULL, &gr), MHA_OK);
-        for (size_t k = 0; k < in.numel; k++)
-            assert_true(gr[k] == 0.0);
-        free(once[i]);
-    }
-    free(once);
-    mhad_gpt_destroy(g);
-}
-
 /* The gradient hook: each tensor reported once, in the documented order (ln_f, blocks
  * from the last, wte+wpe), and a reported range is already final (a snapshot taken in
  * the callback equals the gradient after backward). */
@@ -786,38 +553,6 @@ static void gpt_refusals(void **state)
     mha_gpt_destroy(g);
 }
 
-/* Results do not depend on the thread count (float64: dropout masks bit-identical, loss
- * and gradients within BLAS summation order). */
-static void gpt_thread_count_independent(void **state)
-{
-    (void)state;
-    double loss[2];
-    double *grad[2];
-    size_t n = 0;
-    for (int k = 0; k < 2; k++) {
-        mha_gpt_config cfg = small_config(0.2, 0.2, 71);
-        cfg.threads = k + 1;
-        mhad_gpt *g;
-        assert_int_equal(mhad_gpt_create(&g, &cfg, 3), MHA_OK);
-        int32_t tok[18], tgt[18];
-        fill_ids(tok, 18, 0, 7, 1);
-        fill_ids(tgt, 18, 0, 7, 2);
-        assert_int_equal(mhad_gpt_forward(g, 1, 3, 6, tok, tgt, &loss[k]), MHA_OK);
-        assert_int_equal(mhad_gpt_backward(g), MHA_OK);
-        double *wte_grad;
-        mha_param_info in;
-        assert_int_equal(mhad_gpt_tensor(g, 0, &in, NULL, &wte_grad), MHA_OK);
-        n = in.numel;
-        grad[k] = malloc(n * sizeof(double));
-        memcpy(grad[k], wte_grad, n * sizeof(double));
-        mhad_gpt_destroy(g);
-    }
-    assert_close(loss[1], loss[0], 0, 1e-13);
-    assert_true(rel_l2_diff(grad[1], grad[0], n) <= 1e-12);
-    free(grad[0]);
-    free(grad[1]);
-}
-
 /* AdamW training drives the loss of a small repeating text down: the model, the
  * optimizer groups from the tensor table and backward fit together. */
 static void gpt_learns_a_pattern(void **state)
@@ -867,21 +602,14 @@ static void gpt_learns_a_pattern(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(gpt_block_grad_plain),
-        cmocka_unit_test(gpt_block_grad_dropout),
-        cmocka_unit_test(gpt_block_grad_odd_recompute),
         cmocka_unit_test(gpt_block_is_its_composition),
-        cmocka_unit_test(gpt_model_grad_plain),
-        cmocka_unit_test(gpt_model_grad_dropout),
         cmocka_unit_test(gpt_model_f32_matches_f64),
         cmocka_unit_test(gpt_infer_matches_full_forward),
         cmocka_unit_test(gpt_infer_refusals),
         cmocka_unit_test(gpt_tensors_and_init),
-        cmocka_unit_test(gpt_backward_accumulates),
         cmocka_unit_test(gpt_grad_hook_reports_final_ranges),
         cmocka_unit_test(gpt_dropout_batch_offset_slices),
         cmocka_unit_test(gpt_refusals),
-        cmocka_unit_test(gpt_thread_count_independent),
         cmocka_unit_test(gpt_learns_a_pattern),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

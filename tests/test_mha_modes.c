@@ -3,7 +3,7 @@
  * (MHA_ATTN_STORED): same outputs and gradients, dropout included (its masks are
  * regenerated from the PCG32 stream, so they must equal the stored ones bit for
  * bit), and saved activations that grow linearly with the sequence length.
- * The finite-difference suite (test_mha_grad.c) runs in both modes too.
+ * The finite-difference rows of the module (test_grad_table.c) run in both modes too.
  */
 #include <math.h>
 #include <stdlib.h>

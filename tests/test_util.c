@@ -45,6 +45,36 @@ void randomize_block(mhad_block *blk, uint64_t seed)
     }
 }
 
+void randomize_dec(mhad_decoder_block *blk, uint64_t seed)
+{
+    for (size_t i = 0; i < MHA_DEC_BLOCK_NUM_TENSORS; i++) {
+        mha_param_info in;
+        double *p;
+        assert_int_equal(mhad_decoder_block_tensor(blk, i, &in, &p, NULL), MHA_OK);
+        fill_param(p, &in, seed + i);
+    }
+}
+
+void randomize_gpt(mhad_gpt *g, uint64_t seed)
+{
+    for (size_t i = 0; i < mhad_gpt_num_tensors(g); i++) {
+        mha_param_info in;
+        double *p;
+        assert_int_equal(mhad_gpt_tensor(g, i, &in, &p, NULL), MHA_OK);
+        fill_param(p, &in, seed + 7 * i);
+    }
+}
+
+void randomize_s2s(mhad_s2s *m, uint64_t seed)
+{
+    for (size_t i = 0; i < mhad_s2s_num_tensors(m); i++) {
+        mha_param_info in;
+        double *p;
+        assert_int_equal(mhad_s2s_tensor(m, i, &in, &p, NULL), MHA_OK);
+        fill_param(p, &in, seed + 7 * i);
+    }
+}
+
 void fill_ids(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed)
 {
     mha_pcg32 rng;

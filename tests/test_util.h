@@ -27,8 +27,12 @@ void fill_uniform_f(float *x, size_t n, float lo, float hi, uint64_t seed);
 /* The parameter tensor `in` describes (p[in->numel]) by fill_uniform: in ±0.5, a LayerNorm
  * weight in [0.5, 1.5] (away from 0). */
 void fill_param(double *p, const mha_param_info *in, uint64_t seed);
-/* Every parameter tensor of a float64 block by fill_param (tensor i with seed + i). */
+/* Every parameter tensor of a float64 block or decoder block by fill_param (tensor i with
+ * seed + i), of a GPT or encoder–decoder model (tensor i with seed + 7·i). */
 void randomize_block(mhad_block *blk, uint64_t seed);
+void randomize_dec(mhad_decoder_block *blk, uint64_t seed);
+void randomize_gpt(mhad_gpt *g, uint64_t seed);
+void randomize_s2s(mhad_s2s *m, uint64_t seed);
 /* ids x[n] uniform in [lo, hi) from PCG32(seed, stream 5). */
 void fill_ids(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed);
 /* malloc and calloc that fail the test instead of returning NULL (size 0: one byte). */
