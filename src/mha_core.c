@@ -1,8 +1,7 @@
 /*
  * The attention module, written once for both precisions and compiled twice (float; double
- * with -DMHA_DOUBLE: src/real.h gives REAL, X(name) and PRIV(name)); here
- *   REAL_EXP  exp of that precision, REAL_EXP_ZERO the argument below which it
- *   is exactly 0.
+ * with -DMHA_DOUBLE: src/real.h gives REAL, X(name) and PRIV(name)); the softmax's
+ * exponentials are src/layers_core.c's (mha_internal.h: exp_shift_sum).
  * The GEMM backends are in src/gemm_core.c; included below: the projections
  * (src/mha_proj.inc), the caches (src/mha_cache.inc), the two attention modes
  * (src/attn_stored.inc, src/attn_recompute.inc) and generation's key/value cache
@@ -24,13 +23,6 @@
  *   F5  out = C·W_oᵀ + b_o
  */
 #include "real.h" /* REAL, X, PRIV: float, or double with -DMHA_DOUBLE */
-#ifdef MHA_DOUBLE
-#define REAL_EXP exp
-#define REAL_EXP_ZERO (-750.0) /* exp(x) == 0 for x < −745.14 */
-#else
-#define REAL_EXP expf
-#define REAL_EXP_ZERO (-110.0) /* expf(x) == 0 for x < −103.98 */
-#endif
 
 #include <cblas.h>
 #include <math.h>

@@ -192,6 +192,17 @@ int mha__dresidual_layernorm(size_t N, size_t C, double eps, const double *x,
 void mha__sadd(size_t n, const float *a, const float *b, float *y);
 void mha__dadd(size_t n, const double *a, const double *b, double *y);
 
+/* ---- The softmax's exponentials (src/layers_core.c) ------------------------------------
+ * mha__?exp_shift_sum(row, n, shift): row[j] := e^(row[j] − shift), exactly 0 where that
+ * underflows (below −104 in float, −750 in double: callers' masked scores, −1e9, never reach
+ * the exponential), and returns Σ row[j] in double. float: a branch-free exponential within
+ * 2 ulp of expf whose row loop vectorises, summed in 8 fixed lanes (the same bits for any
+ * thread count and in every clone); double, the exact oracle: libm's exp, one running sum.
+ * Every softmax of the attention (stored, recompute, key/value cache) takes its
+ * exponentials here, so the three paths agree to the bit where they did before. */
+double mha__sexp_shift_sum(float *row, size_t n, float shift);
+double mha__dexp_shift_sum(double *row, size_t n, double shift);
+
 /* ---- Modules whose owner sets the weights (src/mha_core.c) -------------------------
  * mha__?create_undrawn: mha_create / mhad_create without drawing the initial weights (they
  * are zeros until the caller writes them): for the blocks, which draw

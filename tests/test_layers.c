@@ -6,6 +6,7 @@
  * (p = 0 / 1, keep fraction, thread independence, replay, exact bit positions), and
  * bitwise thread-count independence of the non-BLAS loops.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -786,6 +787,77 @@ static void test_layers_gelu_float_accuracy(void **state)
     free(xf); free(yf); free(onef); free(df); free(xd); free(yd); free(oned); free(dd);
 }
 
+/* Distance in units in the last place between two finite floats of the same sign. */
+static long ulps_apart(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    return labs((long)ia - (long)ib);
+}
+
+/* The softmax's exponentials (mha_internal.h's exp_shift_sum). float: within 2 ulp of
+ * libm's double exp rounded to float over [−104, 88] (a grid of 1e-3 below 0, 1e-2 above;
+ * within 3 of the smallest subnormal where the result is subnormal), exactly 0 below −104
+ * (the masked scores' −1e9 too), e^0 = 1 exactly, NaN stays NaN; a row of 37 (vector body
+ * and tail) gives each element the bits it gives alone, and a sum within 1e-15 of the
+ * running double sum of its outputs. double: libm's exp and that running sum, bit for bit. */
+static void test_layers_softmax_exp(void **state)
+{
+    (void)state;
+    long worst = 0;
+    for (int i = 0; i <= 104000 + 8800; i++) {
+        float x = i <= 104000 ? (float)(-104.0 + 1e-3 * i) : (float)(0.01 * (i - 104000));
+        float y = x;
+        const double s = mha__sexp_shift_sum(&y, 1, 0.0f);
+        const float ref = (float)exp((double)x);
+        if (ref < FLT_MIN) {
+            if (!(fabs((double)y - ref) <= 3.0 * 0x1p-149))
+                fail_msg("e^%.9g = %.9g, libm %.9g (subnormal)", x, y, ref);
+        } else {
+            const long u = ulps_apart(y, ref);
+            worst = u > worst ? u : worst;
+            if (u > 2)
+                fail_msg("e^%.9g = %.9g, libm %.9g: %ld ulp", x, y, ref, u);
+        }
+        assert_true(s == (double)y);
+    }
+    print_message("exp_shift_sum: at most %ld ulp from libm over [-104, 88]\n", worst);
+    const float special[6] = {0.0f, -0.0f, -104.01f, -1e9f, -INFINITY, NAN};
+    const float want[6] = {1.0f, 1.0f, 0.0f, 0.0f, 0.0f, NAN};
+    for (int i = 0; i < 6; i++) {
+        float y = special[i];
+        mha__sexp_shift_sum(&y, 1, 0.0f);
+        if (isnan(want[i]))
+            assert_true(isnan(y));
+        else
+            assert_true(y == want[i]);
+    }
+    enum { N = 37 };
+    float row[N], one[N];
+    double rowd[N], refd[N], run = 0;
+    for (int j = 0; j < N; j++) {
+        row[j] = one[j] = (float)(-3.0 + 0.37 * j - (j == 11 ? 1e9 : 0));
+        rowd[j] = refd[j] = row[j];
+    }
+    const double sum = mha__sexp_shift_sum(row, N, 5.5f);
+    for (int j = 0; j < N; j++) {
+        mha__sexp_shift_sum(&one[j], 1, 5.5f);
+        assert_memory_equal(&row[j], &one[j], sizeof row[j]);
+        run += row[j];
+    }
+    assert_true(row[11] == 0.0f);
+    assert_close(sum, run, 0, 1e-15);
+    const double sumd = mha__dexp_shift_sum(rowd, N, 5.5);
+    run = 0;
+    for (int j = 0; j < N; j++) {
+        refd[j] = refd[j] - 5.5 < -750.0 ? 0.0 : exp(refd[j] - 5.5);
+        run += refd[j];
+    }
+    assert_memory_equal(rowd, refd, sizeof rowd);
+    assert_memory_equal(&sumd, &run, sizeof run);
+}
+
 /* LayerNorm, GELU, linear and cross-entropy equal naive formulas (layernorm rows at 1e6). */
 static void test_layers_formulas(void **state)
 {
@@ -1209,6 +1281,7 @@ int main(void)
         cmocka_unit_test(test_layers_dropout_position),
         cmocka_unit_test(test_layers_dropout_at_offset),
         cmocka_unit_test(test_layers_threads),
+        cmocka_unit_test(test_layers_softmax_exp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
