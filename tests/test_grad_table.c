@@ -607,6 +607,31 @@ static void check_accumulates(run *r, mha_gc_tensor *t, size_t n, size_t n_param
         assert_true(all_equal_to(t[i].grad, t[i].n, 0.0));
 }
 
+/* 1 if gradient `got` of tensor i is within rtol of `want` in relative L2, on the scale
+ * of want's norm — w_k.bias's on the scale of its w_k.weight's (ref[i − 1]: its own is ~0
+ * by softmax's shift invariance); else says how far, `what` ("in float32"), and gives 0.
+ * ref: the reference run's tensors (names and the weight's gradient). */
+static int grad_close(const gcase *c, const mha_gc_tensor *ref, size_t i, const double *got,
+                      const double *want, double rtol, const char *what)
+{
+    double num = 0, den = 0;
+    for (size_t e = 0; e < ref[i].n; e++) {
+        num += (got[e] - want[e]) * (got[e] - want[e]);
+        den += want[e] * want[e];
+    }
+    if (ends_with(ref[i].name, "w_k.bias")) {
+        assert_true(i > 0 && ends_with(ref[i - 1].name, "w_k.weight"));
+        den = 0;
+        for (size_t e = 0; e < ref[i - 1].n; e++)
+            den += ref[i - 1].grad[e] * ref[i - 1].grad[e];
+    }
+    if (sqrt(num) <= rtol * sqrt(den))
+        return 1;
+    print_error("%s: %s differs %s by %.3g (norm %.3g)\n", c->name, ref[i].name, what,
+                sqrt(num), sqrt(den));
+    return 0;
+}
+
 /* 3: the row made with 1 thread gives the loss and gradients of the 2-thread row. */
 static void check_threads(const gcase *c, double loss2, const mha_gc_tensor *t2,
                           const double *g2)
@@ -621,25 +646,8 @@ static void check_threads(const gcase *c, double loss2, const mha_gc_tensor *t2,
     assert_close(loss1, loss2, 0, THREADS_LOSS_RTOL);
     double *g1 = snapshot(t, n, &total);
     int bad = 0;
-    for (size_t i = 0, off = 0; i < n; off += t[i].n, i++) {
-        double num = 0, den = 0;
-        for (size_t e = 0; e < t[i].n; e++) {
-            const double d = g1[off + e] - g2[off + e];
-            num += d * d;
-            den += g2[off + e] * g2[off + e];
-        }
-        if (ends_with(t[i].name, "w_k.bias")) { /* the scale of its weight, tensor i − 1 */
-            assert_true(i > 0 && ends_with(t2[i - 1].name, "w_k.weight"));
-            den = 0;
-            for (size_t e = 0; e < t2[i - 1].n; e++)
-                den += t2[i - 1].grad[e] * t2[i - 1].grad[e];
-        }
-        if (!(sqrt(num) <= THREADS_GRAD_RTOL * sqrt(den))) {
-            print_error("%s: %s differs on 1 and 2 threads by %.3g (norm %.3g)\n", c->name,
-                        t[i].name, sqrt(num), sqrt(den));
-            bad = 1;
-        }
-    }
+    for (size_t i = 0, off = 0; i < n; off += t[i].n, i++)
+        bad |= !grad_close(c, t2, i, g1 + off, g2 + off, THREADS_GRAD_RTOL, "on 1 and 2 threads");
     assert_false(bad);
     free(g1);
     free(t);
@@ -833,22 +841,11 @@ static void check_f32(run *r, mha_gc_tensor *t, size_t n, size_t np)
     for (size_t i = 0; i < n; i++) {
         float *p, *g32;
         ftensor(&f, c->k, np, i, &p, &g32);
-        const double *g64 = t[i].grad;
-        double num = 0, den = 0;
-        for (size_t e = 0; e < t[i].n; e++) {
-            num += ((double)g32[e] - g64[e]) * ((double)g32[e] - g64[e]);
-            den += g64[e] * g64[e];
-        }
-        if (ends_with(t[i].name, "w_k.bias")) { /* the scale of its weight, tensor i − 1 */
-            den = 0;
-            for (size_t e = 0; e < t[i - 1].n; e++)
-                den += t[i - 1].grad[e] * t[i - 1].grad[e];
-        }
-        if (!(sqrt(num) <= 1e-4 * sqrt(den))) {
-            print_error("%s: %s in float32 differs by %.3g (norm %.3g)\n", c->name, t[i].name,
-                        sqrt(num), sqrt(den));
-            bad = 1;
-        }
+        double *g = xmalloc(t[i].n * sizeof *g);
+        for (size_t e = 0; e < t[i].n; e++)
+            g[e] = g32[e];
+        bad |= !grad_close(c, t, i, g, t[i].grad, 1e-4, "in float32");
+        free(g);
     }
     assert_false(bad);
     if (c->k == MODULE)
