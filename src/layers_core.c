@@ -327,11 +327,12 @@ double PRIV(exp_shift_sum)(REAL *row, size_t n, REAL shift)
  *   x = k·ln 2 + r,  k = round(x·log2 e) (the 1.5·2^23 trick), r by Cody and Waite's two
  *   steps (k·LN2_HI is exact for |k| < 2^15, so x − k·LN2_HI is too), |r| <= ½ ln 2;
  *   e^r by its degree-7 Taylor polynomial (truncation < 7e-9 relative); 2^k as two
- *   normal factors 2^⌊k/2⌋·2^(k−⌊k/2⌋), so that results down to the subnormals round once
- *   more but stay right. x is clamped to [−104, 88.5] (callers give x <= 0 and map
- *   x < −104, where e^x rounds to 0, to 0 themselves). Within 2 ulp of expf (1 measured over
- *   [−104, 88] against libm's exp in tests/test_layers.c); e^0 = 1 exactly; NaN gives NaN. Built
- *   without fused multiply-adds (this file's flags), so every clone gives the same bits. */
+ *   normal factors 2^⌊k/2⌋·2^(k−⌊k/2⌋), so that results down to the subnormals round
+ *   only once. x is clamped to [−104, 88.5] (exp_shift_sum gives x <= 0 and maps
+ *   x < −104, where e^x rounds to 0, to 0 itself). Within 2 ulp of expf (1 measured
+ *   over [−104, 88] against libm's exp: tests/test_layers.c); e^0 = 1 exactly; NaN gives
+ *   NaN. Built without fused multiply-adds (this file's flags): every clone gives the
+ *   same bits. */
 static inline float exp_poly(float x)
 {
     x = x < -104.0f ? -104.0f : x;
