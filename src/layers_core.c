@@ -308,83 +308,6 @@ void PRIV(add)(size_t n, const REAL *a, const REAL *b, REAL *y)
     mha__pool_range(par_threads(n), (n + ADD_SPAN - 1) / ADD_SPAN, 1, add_task, &j);
 }
 
-/* ---- The softmax's exponentials (mha_internal.h) ---------------------------------------- */
-
-#ifdef MHA_DOUBLE
-/* float64, the exact oracle: libm's exp and one running sum, as the attention always did */
-double PRIV(exp_shift_sum)(REAL *row, size_t n, REAL shift)
-{
-    double sum = 0.0;
-    for (size_t j = 0; j < n; j++) {
-        const REAL d = row[j] - shift;
-        row[j] = d < (REAL)-750.0 ? 0 : exp(d); /* exp(d) == 0 below −745.14 */
-        sum += row[j];
-    }
-    return sum;
-}
-#else
-/* e^x for float without a call or a branch, so that the row loop vectorises:
- *   x = k·ln 2 + r,  k = round(x·log2 e) (the 1.5·2^23 trick), r by Cody and Waite's two
- *   steps (k·LN2_HI is exact for |k| < 2^15, so x − k·LN2_HI is too), |r| <= ½ ln 2;
- *   e^r by its degree-7 Taylor polynomial (truncation < 7e-9 relative); 2^k as two
- *   normal factors 2^⌊k/2⌋·2^(k−⌊k/2⌋), so that results down to the subnormals round
- *   only once. x is clamped to [−104, 88.5] (exp_shift_sum gives x <= 0 and maps
- *   x < −104, where e^x rounds to 0, to 0 itself). Within 2 ulp of expf (1 measured
- *   over [−104, 88] against libm's exp: tests/test_layers.c); e^0 = 1 exactly; NaN gives
- *   NaN. Built without fused multiply-adds (this file's flags): every clone gives the
- *   same bits. */
-static inline float exp_poly(float x)
-{
-    x = x < -104.0f ? -104.0f : x;
-    x = x > 88.5f ? 88.5f : x;
-    const float t = x * 1.4426950408889634f + 12582912.0f; /* 1.5·2^23 + round(x·log2 e) */
-    union {
-        float f;
-        uint32_t u;
-    } tb = {.f = t}, s1, s2;
-    const float k = t - 12582912.0f;
-    float r = x - k * 0.693359375f;   /* LN2_HI: ln 2 to 9 bits */
-    r = r - k * -2.12194440e-4f;      /* LN2_LO = ln 2 − LN2_HI */
-    float p = 1.9841269841269841e-4f; /* 1/7! */
-    p = p * r + 1.3888888888888889e-3f;
-    p = p * r + 8.3333333333333333e-3f;
-    p = p * r + 4.1666666666666667e-2f;
-    p = p * r + 1.6666666666666667e-1f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    /* k as an integer from t's low mantissa bits (unsigned: a NaN's bits wrap, no
-     * overflow; its p is NaN anyway), halved: k1 = ⌊k/2⌋, k2 = k − k1, both in [−75, 64] */
-    const uint32_t kb = tb.u - 0x4B400000u + 256u; /* k + 256 >= 0 */
-    const uint32_t k1 = kb >> 1, k2 = kb - k1;     /* each + 128 */
-    s1.u = (k1 - 128u + 127u) << 23;
-    s2.u = (k2 - 128u + 127u) << 23;
-    return p * s1.f * s2.f;
-}
-
-/* row[j] := e^(row[j] − shift), 0 where row[j] − shift < −104; returns Σ row[j] in double,
- * summed in 8 fixed lanes (j mod 8) and then the lanes in order: the same bits in every
- * clone and for any thread count. */
-LAYERS_CLONES double PRIV(exp_shift_sum)(REAL *row, size_t n, REAL shift)
-{
-    for (size_t j = 0; j < n; j++) {
-        const float d = row[j] - shift;
-        const float e = exp_poly(d);
-        row[j] = d < -104.0f ? 0.0f : e;
-    }
-    double lane[8] = {0}, sum = 0.0;
-    size_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++)
-            lane[l] += (double)row[j + (size_t)l];
-    for (int l = 0; l < 8; l++)
-        sum += lane[l];
-    for (; j < n; j++)
-        sum += (double)row[j];
-    return sum;
-}
-#endif
-
 /* Rows r0 .. r1−1 of dx (see layernorm_backward). */
 LAYERS_CLONES static void X(ln_rows_dx_)(size_t r0, size_t r1, size_t C, const REAL *x,
                                          const REAL *w, const REAL *mean, const REAL *rstd,
@@ -670,5 +593,7 @@ int mha_embedding_backward(size_t B, size_t T, size_t C, const int32_t *ids, siz
 #include "layers_xent.inc" /* softmax cross-entropy, with label smoothing */
 
 #include "layers_dropout.inc" /* dropout on activations: masks, forward, backward */
+
+#include "layers_exp.inc" /* the attention softmax's exponentials and their sum */
 
 #include "layers_linear.inc" /* Linear and the MLP: the layers that are products */

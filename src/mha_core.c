@@ -1,7 +1,7 @@
 /*
  * The attention module, written once for both precisions and compiled twice (float; double
  * with -DMHA_DOUBLE: src/real.h gives REAL, X(name) and PRIV(name)); the softmax's
- * exponentials are src/layers_core.c's (mha_internal.h: exp_shift_sum).
+ * exponentials are src/layers_exp.inc's (mha_internal.h: exp_shift_sum).
  * The GEMM backends are in src/gemm_core.c; included below: the projections
  * (src/mha_proj.inc), the caches (src/mha_cache.inc), the two attention modes
  * (src/attn_stored.inc, src/attn_recompute.inc) and generation's key/value cache

@@ -192,7 +192,7 @@ int mha__dresidual_layernorm(size_t N, size_t C, double eps, const double *x,
 void mha__sadd(size_t n, const float *a, const float *b, float *y);
 void mha__dadd(size_t n, const double *a, const double *b, double *y);
 
-/* ---- The softmax's exponentials (src/layers_core.c) ------------------------------------
+/* ---- The softmax's exponentials (src/layers_exp.inc, part of layers_core.c) ------------
  * mha__?exp_shift_sum(row, n, shift): row[j] := e^(row[j] − shift), exactly 0 where that
  * underflows (below −104 in float, −750 in double: callers' masked scores, −1e9, never reach
  * the exponential), and returns Σ row[j] in double. float: a branch-free exponential within
