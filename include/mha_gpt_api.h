@@ -81,6 +81,14 @@ MHA_API int MHA_NAME(gpt_param_count)(const MHA_NAME(gpt) *g, size_t *count);
 MHA_API int MHA_NAME(gpt_reset_parameters)(MHA_NAME(gpt) *g, uint64_t seed);
 /* Every gradient := 0. */
 MHA_API int MHA_NAME(gpt_zero_grad)(MHA_NAME(gpt) *g);
+/* The model's parameters as one array (its arena): the tensors in gpt_tensor order, each
+ * right after the one before (tensor i's values start where tensor i − 1's end, the
+ * first at element 0), *count (if not NULL) = gpt_param_count. gpt_tensor's pointers and
+ * the blocks' and their modules' parameters (block_tensor, mha_params) are views into it.
+ * Borrowed: valid until gpt_destroy. NULL only when g is NULL. */
+MHA_API MHA_REAL *MHA_NAME(gpt_params)(MHA_NAME(gpt) *g, size_t *count);
+/* The gradients as one array, laid out as gpt_params. */
+MHA_API MHA_REAL *MHA_NAME(gpt_grads)(MHA_NAME(gpt) *g, size_t *count);
 /* Block l (borrowed; NULL for l >= L). */
 MHA_API MHA_NAME(block) *MHA_NAME(gpt_block)(MHA_NAME(gpt) *g, size_t l);
 

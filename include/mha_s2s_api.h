@@ -95,6 +95,13 @@ MHA_API int MHA_NAME(s2s_param_count)(const MHA_NAME(s2s) *m, size_t *count);
  * output projections into the residual stream use 0.02/√(2·(Le + Ld)). */
 MHA_API int MHA_NAME(s2s_reset_parameters)(MHA_NAME(s2s) *m, uint64_t seed);
 MHA_API int MHA_NAME(s2s_zero_grad)(MHA_NAME(s2s) *m);
+/* The parameters as one array (the model's arena): the tensors in s2s_tensor order, each
+ * right after the one before, *count (if not NULL) = s2s_param_count; s2s_tensor's
+ * pointers and the blocks' are views into it. Borrowed: valid until s2s_destroy. NULL
+ * when m is NULL or laid out for decoding (s2s_decode_only, as s2s_tensor refuses then). */
+MHA_API MHA_REAL *MHA_NAME(s2s_params)(MHA_NAME(s2s) *m, size_t *count);
+/* The gradients as one array, laid out as s2s_params (NULL only when m is NULL). */
+MHA_API MHA_REAL *MHA_NAME(s2s_grads)(MHA_NAME(s2s) *m, size_t *count);
 /* Encoder block l, decoder block l (borrowed; NULL out of range). */
 MHA_API MHA_NAME(block) *MHA_NAME(s2s_encoder_block)(MHA_NAME(s2s) *m, size_t l);
 MHA_API MHA_NAME(decoder_block) *MHA_NAME(s2s_decoder_block)(MHA_NAME(s2s) *m, size_t l);

@@ -133,15 +133,22 @@ int PRIV(gpt_own_tensor)(mha_param_info in, REAL *params, REAL *grads, size_t of
     return MHA_OK;
 }
 
-int PRIV(gpt_param_count)(void *model, size_t n, X(gpt_tensor_fn_) tensor, size_t *count)
+int PRIV(arena_layout)(const size_t *numel, size_t n_own, X(arena_ins_) *ins, size_t n_ins,
+                       size_t *off, size_t *total)
 {
-    size_t sum = 0;
-    for (size_t i = 0; i < n; i++) {
-        mha_param_info in;
-        tensor(model, i, &in, NULL, NULL);
-        sum += in.numel;
+    size_t n = 0, k = 0, span;
+    for (size_t t = 0; t < n_own; t++) {
+        for (; k < n_ins && ins[k].before == t; k++) {
+            ins[k].at = n;
+            if (__builtin_mul_overflow(ins[k].count, ins[k].size, &span) ||
+                __builtin_add_overflow(n, span, &n))
+                return MHA_EOVERFLOW;
+        }
+        off[t] = n;
+        if (__builtin_add_overflow(n, numel[t], &n))
+            return MHA_EOVERFLOW;
     }
-    *count = sum;
+    *total = n;
     return MHA_OK;
 }
 
@@ -158,8 +165,10 @@ struct X(gpt) {
     size_t C, V, Tm, L, cap_b, threads;
     BLOCK **blocks;         /* [L]                                                */
     void *block;            /* the one allocation of everything below             */
-    REAL *params, *grads;   /* [n_own]: wte [V,C], wpe [Tm,C], ln_f w, b [C]      */
-    size_t n_own, off[GOWN_COUNT];
+    REAL *params, *grads;   /* [n_params] the arenas, in tensor order: wte [V,C],
+                               wpe [Tm,C] (own tensors at off[]), block l's span
+                               at blk_off + l·blk_n, ln_f w, b [C]                 */
+    size_t n_params, blk_off, blk_n, off[GOWN_COUNT];
     char *names;            /* tensor names "blocks.<l>.<name>", NUL-separated    */
     const char **name_of;   /* [n_tensors] into names                             */
     size_t n_tensors;
@@ -253,8 +262,9 @@ static int X(gpt_make_blocks_)(GPT *g, size_t max_batch)
                                .ln_eps = c->ln_eps, .causal = 1, .init_layers = g->L,
                                .seed = mha_gpt_block_seed(c->seed, l), .threads = c->threads,
                                .attn_mode = c->attn_mode, .precision = c->precision};
+        const size_t at = g->blk_off + l * g->blk_n;
         const int st = PRIV(block_create)(&g->blocks[l], &bc, max_batch, g->Tm, &g->work,
-                                        !c->no_init);
+                                          !c->no_init, g->params + at, g->grads + at);
         if (st != MHA_OK)
             return st;
     }
@@ -288,19 +298,20 @@ int mha_gpt_create(GPT **out, const mha_gpt_config *cfg, size_t max_batch)
     g->threads = c.threads > 0 ? (size_t)c.threads : (size_t)omp_get_num_procs();
     g->n_tensors = 2 + MHA_BLOCK_NUM_TENSORS * L + 2;
     const size_t numel[GOWN_COUNT] = {VC, TC, C, C};
-    size_t n_own = 0;
-    for (int t = 0; t < GOWN_COUNT; t++) {
-        g->off[t] = n_own;
-        if (__builtin_add_overflow(n_own, numel[t], &n_own)) {
-            free(g);
-            return MHA_EOVERFLOW;
-        }
+    const mha_block_config bc = {.dim = C, .mlp_dim = c.mlp_dim};
+    X(arena_ins_) blocks = {.before = GOWN_LNF_W, .count = L};
+    if ((st = PRIV(block_numel)(&bc, &blocks.size)) != MHA_OK ||
+        (st = PRIV(arena_layout)(numel, GOWN_COUNT, &blocks, 1, g->off, &g->n_params)) !=
+            MHA_OK) {
+        free(g);
+        return st;
     }
-    g->n_own = n_own;
+    g->blk_off = blocks.at;
+    g->blk_n = blocks.size;
     const size_t S = sizeof(REAL), words = (RC + 63) / 64;
     X(gpt_buf_) bufs[] = {
-        {(void **)&g->params, PRIV(gpt_bytes)(n_own, 1, S)},
-        {(void **)&g->grads, PRIV(gpt_bytes)(n_own, 1, S)},
+        {(void **)&g->params, PRIV(gpt_bytes)(g->n_params, 1, S)},
+        {(void **)&g->grads, PRIV(gpt_bytes)(g->n_params, 1, S)},
         {(void **)&g->tokens, PRIV(gpt_bytes)(R, 1, sizeof(int32_t))},
         {(void **)&g->targets, PRIV(gpt_bytes)(R, 1, sizeof(int32_t))},
         {(void **)&g->xs, PRIV(gpt_bytes)(XS, 1, S)},
@@ -373,17 +384,12 @@ int mha_gpt_tensor_find(const GPT *g, const char *name, size_t *index)
     return g == NULL ? MHA_EINVAL : mha__tensor_find(g->name_of, g->n_tensors, name, index);
 }
 
-static int X(gpt_tensor_of_)(void *g, size_t i, mha_param_info *info, REAL **param,
-                            REAL **grad)
-{
-    return X(gpt_tensor)(g, i, info, param, grad);
-}
-
 int mha_gpt_param_count(const GPT *g, size_t *count)
 {
     if (g == NULL || count == NULL)
         return MHA_EINVAL;
-    return PRIV(gpt_param_count)((GPT *)g, g->n_tensors, X(gpt_tensor_of_), count);
+    *count = g->n_params; /* the arena holds every tensor, nothing else */
+    return MHA_OK;
 }
 
 int mha_gpt_reset_parameters(GPT *g, uint64_t seed)
@@ -407,10 +413,22 @@ int mha_gpt_zero_grad(GPT *g)
 {
     if (g == NULL)
         return MHA_EINVAL;
-    memset(g->grads, 0, g->n_own * sizeof(REAL));
-    for (size_t l = 0; l < g->L; l++)
-        X(block_zero_grad)(g->blocks[l]);
+    memset(g->grads, 0, g->n_params * sizeof(REAL)); /* the blocks' spans too */
     return MHA_OK;
+}
+
+REAL *mha_gpt_params(GPT *g, size_t *count)
+{
+    if (g != NULL && count != NULL)
+        *count = g->n_params;
+    return g ? g->params : NULL;
+}
+
+REAL *mha_gpt_grads(GPT *g, size_t *count)
+{
+    if (g != NULL && count != NULL)
+        *count = g->n_params;
+    return g ? g->grads : NULL;
 }
 
 BLOCK *mha_gpt_block(GPT *g, size_t l) { return g && l < g->L ? g->blocks[l] : NULL; }

@@ -58,6 +58,7 @@ struct X(module) {
     size_t nparams;    /* 4·D² + 4·D                                        */
     REAL *params;      /* [nparams]: layout of mha_tensor_info_at()         */
     REAL *grads;       /* [nparams]: same layout                            */
+    int borrowed;      /* params and grads are spans of the owner's arena (create_in) */
     int threads;       /* resolved worker count (>= 1)                      */
     uint64_t call;     /* dropout call counter: index of the next training forward */
     uint64_t drop_b0;  /* set_dropout_batch_offset: batch row of this batch's row 0 */
@@ -174,8 +175,9 @@ static int config_valid(const mha_config *cfg)
            cfg->dropout_p <= 1.0 && cfg->threads >= 0;
 }
 
-/* Create; draw the initial weights from cfg->seed when draw. */
-static int create_(MODULE **out, const mha_config *cfg, int draw)
+/* Create; draw the initial weights from cfg->seed when draw. params and grads: spans of
+ * 4·D² + 4·D of an owner's arena (zeros, borrowed), or NULL: the module's own. */
+static int create_(MODULE **out, const mha_config *cfg, int draw, REAL *params, REAL *grads)
 {
     if (out == NULL || !config_valid(cfg)) /* NaN fails both comparisons on dropout_p */
         return MHA_EINVAL;
@@ -191,8 +193,9 @@ static int create_(MODULE **out, const mha_config *cfg, int draw)
     MODULE *m = calloc(1, sizeof *m);
     if (m == NULL)
         return MHA_ENOMEM;
-    m->params = calloc(n, sizeof(REAL)); /* zeros until drawn or written */
-    m->grads = calloc(n, sizeof(REAL));
+    m->borrowed = params != NULL;
+    m->params = params ? params : calloc(n, sizeof(REAL)); /* zeros until drawn or written */
+    m->grads = params ? grads : calloc(n, sizeof(REAL));
     if (m->params == NULL || m->grads == NULL) {
         X(destroy)(m);
         return MHA_ENOMEM;
@@ -215,16 +218,23 @@ static int create_(MODULE **out, const mha_config *cfg, int draw)
     return MHA_OK;
 }
 
-int mha_create(MODULE **out, const mha_config *cfg) { return create_(out, cfg, 1); }
+int mha_create(MODULE **out, const mha_config *cfg) { return create_(out, cfg, 1, NULL, NULL); }
 
-int PRIV(create_undrawn)(MODULE **out, const mha_config *cfg) { return create_(out, cfg, 0); }
+int PRIV(create_in)(MODULE **out, const mha_config *cfg, REAL *params, REAL *grads)
+{
+    if ((params == NULL) != (grads == NULL))
+        return MHA_EINVAL;
+    return create_(out, cfg, 0, params, grads);
+}
 
 void mha_destroy(MODULE *m)
 {
     if (m == NULL)
         return;
-    free(m->params);
-    free(m->grads);
+    if (!m->borrowed) {
+        free(m->params);
+        free(m->grads);
+    }
     free(m);
 }
 

@@ -204,12 +204,15 @@ double mha__sexp_shift_sum(float *row, size_t n, float shift);
 double mha__dexp_shift_sum(double *row, size_t n, double shift);
 
 /* ---- Modules whose owner sets the weights (src/mha_core.c) -------------------------
- * mha__?create_undrawn: mha_create / mhad_create without drawing the initial weights (they
- * are zeros until the caller writes them): for the blocks, which draw
- * their modules' weights from seeds of their own right after, and for models about to be
- * loaded from a file, where drawing 4·D² values per module was wasted work on the way to
- * the first word. Same statuses as mha_create. */
-int mha__screate_undrawn(mha_module **out, const mha_config *cfg);
-int mha__dcreate_undrawn(mhad_module **out, const mha_config *cfg);
+ * mha__?create_in: mha_create / mhad_create without drawing the initial weights (they
+ * are zeros until the caller writes them): for the blocks, which draw their modules'
+ * weights from seeds of their own right after, and for models about to be loaded from a
+ * file, where drawing 4·D² values per module was wasted work on the way to the first
+ * word. params and grads: two zeroed spans of mha_param_count(D) elements in the owner's
+ * arena, which the module uses in place and never frees (the owner keeps them alive until
+ * after mha_destroy), or both NULL: the module allocates its own. Same statuses as
+ * mha_create, and MHA_EINVAL for one span without the other. */
+int mha__screate_in(mha_module **out, const mha_config *cfg, float *params, float *grads);
+int mha__dcreate_in(mhad_module **out, const mha_config *cfg, double *params, double *grads);
 
 #endif /* MHA_INTERNAL_H */

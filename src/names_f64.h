@@ -35,6 +35,8 @@
 #define mha_gpt_param_count mhad_gpt_param_count
 #define mha_gpt_reset_parameters mhad_gpt_reset_parameters
 #define mha_gpt_zero_grad mhad_gpt_zero_grad
+#define mha_gpt_params mhad_gpt_params
+#define mha_gpt_grads mhad_gpt_grads
 #define mha_gpt_block mhad_gpt_block
 #define mha_gpt_get_call_index mhad_gpt_get_call_index
 #define mha_gpt_set_call_index mhad_gpt_set_call_index
@@ -152,6 +154,8 @@
 #define mha_s2s_param_count mhad_s2s_param_count
 #define mha_s2s_reset_parameters mhad_s2s_reset_parameters
 #define mha_s2s_zero_grad mhad_s2s_zero_grad
+#define mha_s2s_params mhad_s2s_params
+#define mha_s2s_grads mhad_s2s_grads
 #define mha_s2s_encoder_block mhad_s2s_encoder_block
 #define mha_s2s_decoder_block mhad_s2s_decoder_block
 #define mha_s2s_get_call_index mhad_s2s_get_call_index

@@ -51,8 +51,11 @@ struct X(s2s) {
     BLOCK **enc;            /* [Le] */
     DEC **dec;              /* [Ld] */
     void *block;            /* the one allocation of everything below              */
-    REAL *params, *grads;   /* [n_own], order SOWN_* (out only when untied)          */
-    size_t n_own, off[SOWN_COUNT];
+    REAL *params, *grads;   /* [n_params] the arenas, in tensor order: own tensors
+                               at off[] (out only when untied), encoder block l's span
+                               at enc_off + l·enc_n after src_pos, decoder block l's at
+                               dec_off + l·dec_n after tgt_pos                        */
+    size_t n_params, enc_off, enc_n, dec_off, dec_n, off[SOWN_COUNT];
     char *names;            /* tensor names, NUL-separated                           */
     const char **name_of;   /* [n_tensors] into names                                */
     size_t n_tensors, e1, d0, d1; /* encoder blocks [2, e1), decoder blocks [d0, d1)   */
@@ -157,7 +160,7 @@ static int X(s2s_make_names_)(S2S *m)
     return MHA_OK;
 }
 
-/* The allocation table of a model whose sizes are set (m->C … m->cap_b, n_own). */
+/* The allocation table of a model whose sizes are set (m->C … m->cap_b, n_params). */
 static int X(s2s_alloc_)(S2S *m)
 {
     const size_t C = m->C, F = m->cfg.mlp_dim, Vt = m->Vt, S = sizeof(REAL);
@@ -171,8 +174,8 @@ static int X(s2s_alloc_)(S2S *m)
         return MHA_EOVERFLOW;
     const size_t R = Rs > Rt ? Rs : Rt, drop = m->cfg.resid_dropout > 0;
     X(gpt_buf_) bufs[] = {
-        {(void **)&m->params, PRIV(gpt_bytes)(m->n_own, 1, S)},
-        {(void **)&m->grads, PRIV(gpt_bytes)(m->n_own, 1, S)},
+        {(void **)&m->params, PRIV(gpt_bytes)(m->n_params, 1, S)},
+        {(void **)&m->grads, PRIV(gpt_bytes)(m->n_params, 1, S)},
         {(void **)&m->src, PRIV(gpt_bytes)(Rs, 1, sizeof(int32_t))},
         {(void **)&m->tgt, PRIV(gpt_bytes)(Rt, 1, sizeof(int32_t))},
         {(void **)&m->targets, PRIV(gpt_bytes)(Rt, 1, sizeof(int32_t))},
@@ -216,14 +219,17 @@ static int X(s2s_make_blocks_)(S2S *m)
     int st;
     for (size_t l = 0; l < m->Le; l++) {
         bc.seed = mha_s2s_block_seed(c->seed, m->Le, 0, l);
-        if ((st = PRIV(block_create)(&m->enc[l], &bc, m->cap_b, m->Ts, &m->work, !c->no_init)) !=
-            MHA_OK)
+        const size_t at = m->enc_off + l * m->enc_n;
+        if ((st = PRIV(block_create)(&m->enc[l], &bc, m->cap_b, m->Ts, &m->work, !c->no_init,
+                                     m->params + at, m->grads + at)) != MHA_OK)
             return st;
     }
     for (size_t l = 0; l < m->Ld; l++) {
         bc.seed = mha_s2s_block_seed(c->seed, m->Le, 1, l);
-        if ((st = X(decoder_block_create_)(&m->dec[l], &bc, m->cap_b, m->Tt, m->Ts,
-                                           &m->work, !c->no_init)) != MHA_OK)
+        const size_t at = m->dec_off + l * m->dec_n;
+        if ((st = X(decoder_block_create_)(&m->dec[l], &bc, m->cap_b, m->Tt, m->Ts, &m->work,
+                                           !c->no_init, m->params + at, m->grads + at)) !=
+            MHA_OK)
             return st;
     }
     return MHA_OK;
@@ -265,15 +271,20 @@ int mha_s2s_create(S2S **out, const mha_s2s_config *cfg, size_t max_batch)
     }
     numel[SOWN_ENC_LN_W] = numel[SOWN_ENC_LN_B] = numel[SOWN_DEC_LN_W] = numel[SOWN_DEC_LN_B] = C;
     numel[SOWN_OUT] = c.untied ? numel[SOWN_TGT_EMB] : 0;
-    size_t n_own = 0;
-    for (int t = 0; t < SOWN_COUNT; t++) {
-        m->off[t] = n_own;
-        if (__builtin_add_overflow(n_own, numel[t], &n_own)) {
-            free(m);
-            return MHA_EOVERFLOW;
-        }
+    const mha_block_config bc = {.dim = C, .mlp_dim = c.mlp_dim};
+    X(arena_ins_) blocks[2] = {{.before = SOWN_ENC_LN_W, .count = m->Le},
+                               {.before = SOWN_DEC_LN_W, .count = m->Ld}};
+    if ((st = PRIV(block_numel)(&bc, &blocks[0].size)) != MHA_OK ||
+        (st = X(dec_numel_)(&bc, &blocks[1].size)) != MHA_OK ||
+        (st = PRIV(arena_layout)(numel, SOWN_COUNT, blocks, 2, m->off, &m->n_params)) !=
+            MHA_OK) {
+        free(m);
+        return st;
     }
-    m->n_own = n_own;
+    m->enc_off = blocks[0].at;
+    m->enc_n = blocks[0].size;
+    m->dec_off = blocks[1].at;
+    m->dec_n = blocks[1].size;
     if ((st = X(s2s_alloc_)(m)) != MHA_OK) {
         free(m);
         return st;
@@ -341,17 +352,12 @@ int mha_s2s_tensor_find(const S2S *m, const char *name, size_t *index)
     return m == NULL ? MHA_EINVAL : mha__tensor_find(m->name_of, m->n_tensors, name, index);
 }
 
-static int X(s2s_tensor_of_)(void *m, size_t i, mha_param_info *info, REAL **param,
-                            REAL **grad)
-{
-    return X(s2s_tensor)(m, i, info, param, grad);
-}
-
 int mha_s2s_param_count(const S2S *m, size_t *count)
 {
     if (m == NULL || count == NULL)
         return MHA_EINVAL;
-    return PRIV(gpt_param_count)((S2S *)m, m->n_tensors, X(s2s_tensor_of_), count);
+    *count = m->n_params; /* the arena holds every tensor, nothing else */
+    return MHA_OK;
 }
 
 int mha_s2s_reset_parameters(S2S *m, uint64_t seed)
@@ -381,12 +387,24 @@ int mha_s2s_zero_grad(S2S *m)
 {
     if (m == NULL)
         return MHA_EINVAL;
-    memset(m->grads, 0, m->n_own * sizeof(REAL));
-    for (size_t l = 0; l < m->Le; l++)
-        X(block_zero_grad)(m->enc[l]);
-    for (size_t l = 0; l < m->Ld; l++)
-        X(decoder_block_zero_grad)(m->dec[l]);
+    memset(m->grads, 0, m->n_params * sizeof(REAL)); /* the blocks' spans too */
     return MHA_OK;
+}
+
+REAL *mha_s2s_params(S2S *m, size_t *count)
+{
+    if (m == NULL || m->decode_only) /* laid out for decoding (s2s_decode_only) */
+        return NULL;
+    if (count != NULL)
+        *count = m->n_params;
+    return m->params;
+}
+
+REAL *mha_s2s_grads(S2S *m, size_t *count)
+{
+    if (m != NULL && count != NULL)
+        *count = m->n_params;
+    return m ? m->grads : NULL;
 }
 
 BLOCK *mha_s2s_encoder_block(S2S *m, size_t l) { return m && l < m->Le ? m->enc[l] : NULL; }

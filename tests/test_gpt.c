@@ -279,11 +279,16 @@ static void gpt_tensors_and_init(void **state)
     assert_int_equal(n, 2 + 16 * 4 + 2);
     static const char *const expect[] = {"wte.weight", "wpe.weight", "blocks.0.ln1.weight",
                                          "blocks.0.ln1.bias", "blocks.0.attn.w_q.weight"};
-    size_t total = 0;
+    size_t total = 0, arena_n = 0;
+    float *arena = mha_gpt_params(g, &arena_n), *garena = mha_gpt_grads(g, NULL);
+    assert_non_null(arena);
+    assert_non_null(garena);
     for (size_t i = 0; i < n; i++) {
         mha_param_info in;
-        float *p;
-        assert_int_equal(mha_gpt_tensor(g, i, &in, &p, NULL), MHA_OK);
+        float *p, *pg;
+        assert_int_equal(mha_gpt_tensor(g, i, &in, &p, &pg), MHA_OK);
+        /* the arenas: tensor i right after tensor i - 1 */
+        assert_true(p == arena + total && pg == garena + total);
         if (i < 5)
             assert_string_equal(in.name, expect[i]);
         size_t idx;
@@ -321,6 +326,22 @@ static void gpt_tensors_and_init(void **state)
     size_t count, idx;
     assert_int_equal(mha_gpt_param_count(g, &count), MHA_OK);
     assert_int_equal(count, total);
+    assert_int_equal(arena_n, total);
+    /* a block's module is a view of the arena too, and zero_grad clears all of it */
+    size_t attn_n = 0;
+    mha_module *attn = mha_block_attention(mha_gpt_block(g, 1));
+    float *attn_p = mha_params(attn, &attn_n), *attn_g = mha_grads(attn, NULL);
+    assert_true(attn_p == arena + 65 * 128 + 64 * 128 + (12 * 128 * 128 + 13 * 128) + 2 * 128);
+    assert_true(attn_g == garena + (attn_p - arena));
+    assert_int_equal(attn_n, 4 * 128 * 128 + 4 * 128);
+    for (size_t k = 0; k < total; k++)
+        garena[k] = 1.0f;
+    assert_int_equal(mha_gpt_zero_grad(g), MHA_OK);
+    for (size_t k = 0; k < total; k++)
+        assert_true(garena[k] == 0.0f);
+    assert_null(mha_gpt_params(NULL, &arena_n));
+    assert_null(mha_gpt_grads(NULL, NULL));
+    assert_int_equal(arena_n, total); /* untouched */
     /* the baby GPT: 4·(12·C² + 13·C) + V·C + T·C + 2C */
     assert_int_equal(count, 4 * (12 * 128 * 128 + 13 * 128) + 65 * 128 + 64 * 128 + 256);
     assert_int_equal(mha_gpt_tensor_find(g, "lm_head.weight", &idx), MHA_ENOTFOUND);

@@ -2613,11 +2613,16 @@ static void s2s_tensors_names_order(void **state)
             want_add(w, &n, "", "out.weight", 2, Vt, C, MHA_ROLE_WEIGHT);
         assert_int_equal(n, 2 + 16 * Le + 2 + 2 + 26 * Ld + 2 + (size_t)untied);
         assert_int_equal(mhad_s2s_num_tensors(m), n);
-        size_t total = 0;
+        size_t total = 0, arena_n = 0;
+        double *arena = mhad_s2s_params(m, &arena_n), *garena = mhad_s2s_grads(m, NULL);
+        assert_non_null(arena);
+        assert_non_null(garena);
         for (size_t i = 0; i < n; i++) {
             mha_param_info in;
             double *p, *g;
             assert_int_equal(mhad_s2s_tensor(m, i, &in, &p, &g), MHA_OK);
+            /* the arenas: tensor i right after tensor i - 1 */
+            assert_true(p == arena + total && g == garena + total);
             assert_string_equal(in.name, w[i].name);
             assert_int_equal(in.ndim, w[i].ndim);
             assert_int_equal(in.shape[0], w[i].rows);
@@ -2656,6 +2661,12 @@ static void s2s_tensors_names_order(void **state)
         size_t count = 0;
         assert_int_equal(mhad_s2s_param_count(m, &count), MHA_OK);
         assert_int_equal(count, total);
+        assert_int_equal(arena_n, total);
+        for (size_t k = 0; k < total; k++)
+            garena[k] = 1.0;
+        assert_int_equal(mhad_s2s_zero_grad(m), MHA_OK); /* every block's span, modules too */
+        for (size_t k = 0; k < total; k++)
+            assert_true(garena[k] == 0.0);
         const size_t attn = 4 * C * C + 4 * C, mlp = 2 * F * C + F + C;
         assert_int_equal(count, (Vs + Ts + Vt + Tt) * C + Le * (4 * C + attn + mlp) +
                                     Ld * (6 * C + 2 * attn + mlp) + 4 * C +
@@ -2669,6 +2680,15 @@ static void s2s_tensors_names_order(void **state)
         assert_null(mhad_s2s_encoder_block(m, Le));
         assert_non_null(mhad_s2s_decoder_block(m, Ld - 1));
         assert_null(mhad_s2s_decoder_block(m, Ld));
+        /* laid out for decoding, the parameters are no longer the tensors: refused, as
+         * s2s_tensor refuses their values; the gradients stay reachable */
+        assert_int_equal(mhad_s2s_decode_only(m), MHA_OK);
+        size_t after = 7;
+        assert_null(mhad_s2s_params(m, &after));
+        assert_int_equal(after, 7);
+        assert_true(mhad_s2s_grads(m, &after) == garena && after == total);
+        assert_null(mhad_s2s_params(NULL, NULL));
+        assert_null(mhad_s2s_grads(NULL, NULL));
         free(w);
         mhad_s2s_destroy(m);
     }

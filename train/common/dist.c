@@ -310,9 +310,10 @@ static void sum_run(dist_grads *d, float *x, size_t n)
 
 /* Start the sum of the gradients of tensors [first, first + count) (called by the model
  * during backward, and without overlap once for all after it): each is scaled by this
- * rank's share in place, and every run of tensors adjacent in memory (the model keeps a
- * block's own tensors, and the attention module's, in one buffer each) is summed in place
- * by one all-reduce — no copies. */
+ * rank's share in place, and every run of tensors adjacent in memory is summed in place by
+ * one all-reduce — no copies. The model keeps its gradients in one arena in tensor order
+ * (mha_gpt_grads), so a block's range is one all-reduce, and without overlap the whole
+ * gradient is one. */
 static void start_range(dist_grads *d, size_t first, size_t count)
 {
     float *run = NULL;
