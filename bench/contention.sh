@@ -19,8 +19,9 @@
 #                    g2p: the G2P encoder-decoder of bench/run_g2p.sh (3 + 3 blocks, batch 128)
 #   --precision P    the step's precision (default fp32; bf16 needs AVX512_BF16)
 #
-# Policies: the library's own threads (src/pool.h) spin MHA__POOL_SPIN_US microseconds
-# before they sleep: `default` is that, `spinN` sets MHA_SPIN_US=N (spin0: sleep at once).
+# Policies: the library's own threads (src/pool.h) spin before they sleep: `default` is the
+# library's choice (MHA__POOL_SPIN_US microseconds, MHA__POOL_SPIN_BUSY_US while other tasks
+# want the CPUs), `spinN` fixes it with MHA_SPIN_US=N (spin0: sleep at once).
 # `passive` (OMP_WAIT_POLICY=passive) and `gomp10k` (GOMP_SPINCOUNT=10000) change only what
 # still runs on libgomp's threads: OpenBLAS's products of a float32 step. Run it on an
 # otherwise idle machine: the quiet rows are the reference of the busy ones, taken in the

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <omp.h>
@@ -27,17 +28,20 @@
 #include <time.h>
 #include <unistd.h>
 
-/* How long a waiting thread spins before it sleeps, in microseconds. Chosen by
- * bench/contention.sh (README, "Sharing the machine"): long enough that the gaps between
- * the loops of a training step (a few microseconds of serial work) do not put the team to
- * sleep — sleeping at once made the quiet baby GPT step 12% slower —, short enough that a
- * thread waiting beside a busy process gives its core back within a fraction of a
- * scheduler slice. MHA_SPIN_US in the environment overrides it (read once, when the pool
- * starts; 0 sleeps at once: the better choice on a machine other jobs share). Tried and
- * left out: sched_yield() while spinning (no change beside a busy process), and stopping
- * the spin while the thread's involuntary context switches showed a busy core (the quiet
- * step kept its speed, the busy one gained nothing measurable). */
-#define MHA__POOL_SPIN_US 50
+/* How long a waiting thread spins before it sleeps, in microseconds, chosen by
+ * bench/contention.sh (README, "Sharing the machine"). On a quiet machine 50: long enough
+ * that the gaps between the loops of a training step (a few microseconds of serial work) do
+ * not put the team to sleep — sleeping at once made the quiet baby GPT step 12% slower.
+ * Beside other work 5: a thread that waits gives its core back to the late one at once
+ * (the baby GPT's step beside a busy process 1.55x its quiet one instead of 1.89x). Which
+ * one: every PROBE_NS the owner of a loop reads the number of runnable tasks of the system
+ * (/proc/loadavg's fourth field), takes away the team's own awake threads, and spins short
+ * while the others and the team's threads together want more CPUs than are online.
+ * MHA_SPIN_US in the environment fixes the spin instead (read once, when the pool starts;
+ * 0 sleeps at once). Tried and left out: sched_yield() while spinning (no change beside a
+ * busy process), and stopping the spin while the thread's involuntary context switches
+ * showed a busy core (the quiet step kept its speed, the busy one gained nothing). */
+#define PROBE_NS 10000000L /* 10 ms */
 #define MAX_MEMBERS 63 /* threads besides the caller */
 
 /* The words written while a loop runs (claim, done) sit on cache lines of their own, away
@@ -49,7 +53,11 @@ typedef struct pool {
     atomic_uint n;                /* chunks                                            */
     atomic_int threads;           /* members with slot < threads take part             */
     atomic_int sleepers;          /* members asleep on seq                             */
-    long spin_ns;
+    atomic_long spin_ns;          /* the spin now (the owner sets it: probe)           */
+    int adaptive;                 /* MHA_SPIN_US unset: probe chooses the spin         */
+    long online;                  /* CPUs online                                       */
+    long next_probe;              /* now_ns() of the owner's next probe                */
+    unsigned busy_seen;           /* the last probes' verdicts, newest in bit 0        */
     _Alignas(64) atomic_uint_least64_t claim; /* (seq << 32) | next chunk              */
     _Alignas(64) atomic_uint done; /* chunks finished; the owner's futex word          */
     atomic_int owner_sleeps;
@@ -96,14 +104,72 @@ static void pool_init(void)
 {
     const char *e = getenv("MHA_SPIN_US");
     long us = MHA__POOL_SPIN_US;
+    the_pool.adaptive = 1;
     if (e != NULL && *e != '\0') {
         char *end;
         const long v = strtol(e, &end, 10);
-        if (*end == '\0' && v >= 0 && v <= 1000000)
+        if (*end == '\0' && v >= 0 && v <= 1000000) {
             us = v;
+            the_pool.adaptive = 0;
+        }
     }
-    the_pool.spin_ns = us * 1000;
+    the_pool.online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (the_pool.online < 1)
+        the_pool.adaptive = 0;
+    atomic_store(&the_pool.spin_ns, us * 1000);
     pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+long mha__pool_parse_runnable(const char *loadavg)
+{
+    const char *c = loadavg;
+    for (int field = 0; field < 3; field++) { /* skip the three averages */
+        if (*c < '0' || *c > '9')
+            return -1;
+        while (*c != '\0' && *c != ' ')
+            c++;
+        while (*c == ' ')
+            c++;
+    }
+    char *end = (char *)c;
+    const long r = *c >= '0' && *c <= '9' ? strtol(c, &end, 10) : -1;
+    return r >= 0 && *end == '/' && end[1] >= '0' && end[1] <= '9' ? r : -1;
+}
+
+long mha__pool_spin_us(long runnable, long awake, int threads, long online)
+{
+    const long others = runnable - awake;
+    return others > 0 && others + threads > online ? MHA__POOL_SPIN_BUSY_US : MHA__POOL_SPIN_US;
+}
+
+/* The owner's probe (every PROBE_NS, when the spin is not fixed): the system's runnable
+ * tasks from /proc/loadavg, the team's awake threads (the owner and the members not
+ * asleep), this loop's thread count. An unreadable file leaves the spin as it is. */
+static void probe(pool *p, int threads)
+{
+    const long t = now_ns();
+    if (!p->adaptive || t < p->next_probe)
+        return;
+    p->next_probe = t + PROBE_NS;
+    char buf[128];
+    const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    const long r = mha__pool_parse_runnable(buf);
+    if (r < 0)
+        return;
+    const long awake = 1 + p->members - atomic_load(&p->sleepers);
+    /* short only after two probes in a row saw other work: a member between saying it
+     * sleeps and sleeping (or waking) is runnable but not counted awake, which makes a
+     * quiet probe look busy now and then (15% of them, measured), never twice running */
+    const long us = mha__pool_spin_us(r, awake, threads, p->online);
+    p->busy_seen = (p->busy_seen << 1 | (us == MHA__POOL_SPIN_BUSY_US)) & 3u;
+    atomic_store_explicit(&p->spin_ns,
+                          (p->busy_seen == 3u ? MHA__POOL_SPIN_BUSY_US : MHA__POOL_SPIN_US) * 1000,
+                          memory_order_relaxed);
 }
 
 /* Claims and runs chunks of job `seq` (n chunks) until none is left. */
@@ -129,7 +195,7 @@ static void run_chunks(pool *p, unsigned seq, unsigned n, mha__pool_task task, v
  * (even) sequence. */
 static unsigned wait_job(pool *p, unsigned seen)
 {
-    long deadline = now_ns() + p->spin_ns;
+    long deadline = now_ns() + atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
     for (unsigned k = 1;; k++) {
         const unsigned s = atomic_load_explicit(&p->seq, memory_order_acquire);
         if (s != seen && !(s & 1u))
@@ -143,7 +209,7 @@ static unsigned wait_job(pool *p, unsigned seen)
         if (s2 == s)
             futex(&p->seq, FUTEX_WAIT, s2); /* returns at once if seq moved meanwhile */
         atomic_fetch_sub(&p->sleepers, 1);
-        deadline = now_ns() + p->spin_ns;
+        deadline = now_ns() + atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
     }
 }
 
@@ -214,6 +280,7 @@ void mha__pool_for(int threads, size_t n, mha__pool_task task, void *ctx)
         run_alone(n, task, ctx);
         return;
     }
+    probe(p, threads);
     /* publish: seq odd, the fields, then seq even (a new job) */
     const unsigned s = atomic_load_explicit(&p->seq, memory_order_relaxed) + 2;
     atomic_store_explicit(&p->seq, s - 1, memory_order_relaxed);
@@ -232,7 +299,7 @@ void mha__pool_for(int threads, size_t n, mha__pool_task task, void *ctx)
     run_chunks(p, s, (unsigned)n, task, ctx, 0);
     omp_set_num_threads(icv);
     /* the chunks others claimed: spin, then sleep on done */
-    const long deadline = now_ns() + p->spin_ns;
+    const long deadline = now_ns() + atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
     for (unsigned k = 1; atomic_load(&p->done) != n; k++) {
         if (k % 64 != 0 || now_ns() < deadline) {
             cpu_relax();

@@ -9,8 +9,9 @@
  * process; OMP_WAIT_POLICY=passive cured most of that but cost 16% on the quiet machine,
  * bench/contention.sh). Here a chunk is claimed by whichever member is running, the caller
  * included, so a loop never waits for a thread that has not started; a waiting member spins
- * for MHA__POOL_SPIN_US microseconds (long enough to catch the next loop of a step), then
- * sleeps on a futex and leaves the core to whoever needs it.
+ * for MHA__POOL_SPIN_US microseconds (long enough to catch the next loop of a step;
+ * MHA__POOL_SPIN_BUSY_US while other work wants the CPUs), then sleeps on a futex and leaves
+ * the core to whoever needs it.
  *
  * Results do not depend on which thread runs a chunk: the chunks are the loop's own (fixed
  * by its sizes and, where a loop splits by threads, by the thread count), and a chunk's
@@ -45,6 +46,18 @@ void mha__pool_range(int threads, size_t n, size_t grain, mha__pool_range_task t
 /* The thread count for a loop of the library here: 1 inside a task or an OpenMP parallel
  * region, else omp_get_max_threads() (the count the caller set for the call). */
 int mha__pool_threads(void);
+
+/* The waiting policy (src/pool.c): a waiting thread spins MHA__POOL_SPIN_US microseconds
+ * before it sleeps, MHA__POOL_SPIN_BUSY_US while other work wants the CPUs, unless
+ * MHA_SPIN_US fixes it. mha__pool_parse_runnable: the runnable tasks of a /proc/loadavg
+ * line ("0.52 0.58 0.59 3/211 4567" → 3), −1 if it is not one. mha__pool_spin_us: the spin
+ * for `runnable` tasks of which `awake` are the team's own, a loop of `threads`, `online`
+ * CPUs: the busy spin when the other tasks with the loop's threads want more CPUs than
+ * there are. */
+#define MHA__POOL_SPIN_US 50
+#define MHA__POOL_SPIN_BUSY_US 5
+long mha__pool_parse_runnable(const char *loadavg);
+long mha__pool_spin_us(long runnable, long awake, int threads, long online);
 
 /* Nonzero while the calling thread runs a task (where omp_in_parallel() is 0 on the
  * pool's own threads): nested products and loops then run in the calling thread. */

@@ -1,7 +1,8 @@
 /* The library's thread team (src/pool.h): every chunk of a loop runs exactly once, on a slot
  * below the thread count that no other running chunk holds; ranges tile the loop; a task's
  * own loops and a second caller's loops run in their calling thread; loops after a fork
- * and under thousands of back-to-back jobs (the shape of a training step) all complete. */
+ * and under thousands of back-to-back jobs (the shape of a training step) all complete; the
+ * waiting policy reads the system's runnable tasks and spins short beside other work. */
 #define _GNU_SOURCE
 #include <omp.h>
 #include <pthread.h>
@@ -248,12 +249,40 @@ static void test_after_fork(void **state)
     check_loop(2, 100, 100); /* and the parent's team still works */
 }
 
+/* The waiting policy's two parts: the runnable count of a /proc/loadavg line (malformed
+ * lines give -1), and the spin for it — long while the team is alone or the CPUs suffice,
+ * short when another task wants a CPU the team's threads are on. */
+static void test_waiting_policy(void **state)
+{
+    (void)state;
+    assert_int_equal(mha__pool_parse_runnable("0.52 0.58 0.59 3/211 4567\n"), 3);
+    assert_int_equal(mha__pool_parse_runnable("12.00 9.10 7.25 17/1024 99"), 17);
+    assert_int_equal(mha__pool_parse_runnable("0.00 0.00 0.00 0/5 1"), 0);
+    static const char *const bad[] = {"", "0.5 0.5 0.5", "0.5 0.5 0.5 3", "0.5 0.5 0.5 /9 1",
+                                      "0.5 0.5 0.5 3/ 1", "x 0.5 0.5 3/9 1",
+                                      "0.5 0.5 0.5 -3/9 1", "0.5  0.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(mha__pool_parse_runnable(bad[i]), -1);
+    /* 2 CPUs, a 2-thread loop: the team alone (its 2 awake threads, or 1 with the other
+     * asleep), or with one other task (busy, whether the member is awake or asleep) */
+    assert_int_equal(mha__pool_spin_us(2, 2, 2, 2), MHA__POOL_SPIN_US);
+    assert_int_equal(mha__pool_spin_us(1, 1, 2, 2), MHA__POOL_SPIN_US);
+    assert_int_equal(mha__pool_spin_us(1, 2, 2, 2), MHA__POOL_SPIN_US); /* counted late */
+    assert_int_equal(mha__pool_spin_us(3, 2, 2, 2), MHA__POOL_SPIN_BUSY_US);
+    assert_int_equal(mha__pool_spin_us(2, 1, 2, 2), MHA__POOL_SPIN_BUSY_US);
+    /* 8 CPUs: two other tasks leave room for the loop's 2 threads; seven do not */
+    assert_int_equal(mha__pool_spin_us(4, 2, 2, 8), MHA__POOL_SPIN_US);
+    assert_int_equal(mha__pool_spin_us(9, 2, 2, 8), MHA__POOL_SPIN_BUSY_US);
+    assert_true(MHA__POOL_SPIN_BUSY_US < MHA__POOL_SPIN_US);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_chunk_once),    cmocka_unit_test(test_back_to_back),
         cmocka_unit_test(test_ranges_tile),        cmocka_unit_test(test_nested_runs_inline),
         cmocka_unit_test(test_concurrent_callers), cmocka_unit_test(test_after_fork),
+        cmocka_unit_test(test_waiting_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
