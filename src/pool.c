@@ -33,10 +33,11 @@
  * that the gaps between the loops of a training step (a few microseconds of serial work) do
  * not put the team to sleep — sleeping at once made the quiet baby GPT step 12% slower.
  * Beside other work 5: a thread that waits gives its core back to the late one at once
- * (the baby GPT's step beside a busy process 1.55x its quiet one instead of 1.89x). Which
+ * (the baby GPT's step beside a busy process 1.54x its quiet one instead of 1.99x). Which
  * one: every PROBE_NS the owner of a loop reads the number of runnable tasks of the system
  * (/proc/loadavg's fourth field), takes away the team's own awake threads, and spins short
- * while the others and the team's threads together want more CPUs than are online.
+ * while the others and the loop's threads together want more CPUs than are online (two
+ * probes in a row: probe).
  * MHA_SPIN_US in the environment fixes the spin instead (read once, when the pool starts;
  * 0 sleeps at once). Tried and left out: sched_yield() while spinning (no change beside a
  * busy process), and stopping the spin while the thread's involuntary context switches
@@ -162,9 +163,11 @@ static void probe(pool *p, int threads)
     if (r < 0)
         return;
     const long awake = 1 + p->members - atomic_load(&p->sleepers);
-    /* short only after two probes in a row saw other work: a member between saying it
-     * sleeps and sleeping (or waking) is runnable but not counted awake, which makes a
-     * quiet probe look busy now and then (15% of them, measured), never twice running */
+    /* short only after two probes in a row saw other work. A quiet probe can look busy: a
+     * member between saying it sleeps and sleeping (or waking) is runnable but not counted
+     * awake, and the process's other threads (OpenBLAS's, spinning after a product) count
+     * as others. Counted on the quiet baby GPT: 15% of single probes, 7-13% of pairs; the
+     * short spin they cause costs its quiet step nothing measurable (README). */
     const long us = mha__pool_spin_us(r, awake, threads, p->online);
     p->busy_seen = (p->busy_seen << 1 | (us == MHA__POOL_SPIN_BUSY_US)) & 3u;
     atomic_store_explicit(&p->spin_ns,
