@@ -133,6 +133,46 @@ int PRIV(gpt_own_tensor)(mha_param_info in, REAL *params, REAL *grads, size_t of
     return MHA_OK;
 }
 
+REAL *PRIV(arena_view)(REAL *arena, size_t n, size_t *count)
+{
+    if (arena != NULL && count != NULL)
+        *count = n;
+    return arena;
+}
+
+int PRIV(arena_zero)(REAL *grads, size_t n)
+{
+    if (grads == NULL)
+        return MHA_EINVAL;
+    memset(grads, 0, n * sizeof(REAL)); /* a model's blocks' spans too */
+    return MHA_OK;
+}
+
+int PRIV(model_set_counter)(void *model, uint64_t *field, size_t n_blocks,
+                            void (*set)(void *model, size_t l, int what, uint64_t v), int what,
+                            uint64_t v)
+{
+    if (model == NULL)
+        return MHA_EINVAL;
+    if (what == MHA__COUNTER_OFFSET && v > MHA_DROPOUT_MAX_ELEMS)
+        return MHA_EOVERFLOW;
+    for (size_t l = 0; l < n_blocks; l++) /* cannot fail now */
+        set(model, l, what, v);
+    *field = v;
+    return MHA_OK;
+}
+
+int PRIV(block_dims)(const mha_block_config *bc, size_t *mlp_dim, double *ln_eps)
+{
+    mha_block_config r;
+    const int st = PRIV(block_config_resolve)(bc, &r);
+    if (st == MHA_OK) {
+        *mlp_dim = r.mlp_dim;
+        *ln_eps = r.ln_eps;
+    }
+    return st;
+}
+
 int PRIV(arena_layout)(const size_t *numel, size_t n_own, X(arena_ins_) *ins, size_t n_ins,
                        size_t *off, size_t *total)
 {
@@ -194,19 +234,14 @@ static int X(gpt_config_resolve_)(const mha_gpt_config *in, mha_gpt_config *out)
     if (in == NULL || in->vocab == 0 || in->vocab > INT32_MAX || in->context == 0 ||
         in->layers == 0 || in->layers > 1024)
         return MHA_EINVAL;
-    mha_block_config bc = {.dim = in->dim, .heads = in->heads, .mlp_dim = in->mlp_dim,
-                           .attn_dropout = in->attn_dropout, .resid_dropout = in->resid_dropout,
-                           .ln_eps = in->ln_eps, .causal = 1, .init_layers = in->layers,
-                           .seed = in->seed, .threads = in->threads, .attn_mode = in->attn_mode,
-                           .precision = in->precision};
-    mha_block_config r;
-    int st = PRIV(block_config_resolve)(&bc, &r);
-    if (st != MHA_OK)
-        return st;
-    *out = *in;
-    out->mlp_dim = r.mlp_dim;
-    out->ln_eps = r.ln_eps;
-    return MHA_OK;
+    mha_block_config bc = MHA__BLOCK_CONFIG_OF(in);
+    bc.causal = 1;
+    bc.init_layers = in->layers;
+    mha_gpt_config c = *in;
+    const int st = PRIV(block_dims)(&bc, &c.mlp_dim, &c.ln_eps);
+    if (st == MHA_OK)
+        *out = c;
+    return st;
 }
 
 void mha_gpt_destroy(GPT *g)
@@ -289,14 +324,9 @@ int mha_gpt_create(GPT **out, const mha_gpt_config *cfg, size_t max_batch)
     GPT *g = calloc(1, sizeof *g);
     if (g == NULL)
         return MHA_ENOMEM;
-    g->cfg = c;
-    g->C = C;
-    g->V = V;
-    g->Tm = Tm;
-    g->L = L;
-    g->cap_b = max_batch;
-    g->threads = c.threads > 0 ? (size_t)c.threads : (size_t)omp_get_num_procs();
-    g->n_tensors = 2 + MHA_BLOCK_NUM_TENSORS * L + 2;
+    *g = (GPT){.cfg = c, .C = C, .V = V, .Tm = Tm, .L = L, .cap_b = max_batch,
+               .threads = c.threads > 0 ? (size_t)c.threads : (size_t)omp_get_num_procs(),
+               .n_tensors = 2 + MHA_BLOCK_NUM_TENSORS * L + 2};
     const size_t numel[GOWN_COUNT] = {VC, TC, C, C};
     const mha_block_config bc = {.dim = C, .mlp_dim = c.mlp_dim};
     X(arena_ins_) blocks = {.before = GOWN_LNF_W, .count = L};
@@ -386,10 +416,8 @@ int mha_gpt_tensor_find(const GPT *g, const char *name, size_t *index)
 
 int mha_gpt_param_count(const GPT *g, size_t *count)
 {
-    if (g == NULL || count == NULL)
-        return MHA_EINVAL;
-    *count = g->n_params; /* the arena holds every tensor, nothing else */
-    return MHA_OK;
+    /* the arena holds every tensor, nothing else */
+    return mha__get_size(g ? &g->n_params : NULL, count);
 }
 
 int mha_gpt_reset_parameters(GPT *g, uint64_t seed)
@@ -411,24 +439,17 @@ int mha_gpt_reset_parameters(GPT *g, uint64_t seed)
 
 int mha_gpt_zero_grad(GPT *g)
 {
-    if (g == NULL)
-        return MHA_EINVAL;
-    memset(g->grads, 0, g->n_params * sizeof(REAL)); /* the blocks' spans too */
-    return MHA_OK;
+    return PRIV(arena_zero)(g ? g->grads : NULL, g ? g->n_params : 0);
 }
 
 REAL *mha_gpt_params(GPT *g, size_t *count)
 {
-    if (g != NULL && count != NULL)
-        *count = g->n_params;
-    return g ? g->params : NULL;
+    return PRIV(arena_view)(g ? g->params : NULL, g ? g->n_params : 0, count);
 }
 
 REAL *mha_gpt_grads(GPT *g, size_t *count)
 {
-    if (g != NULL && count != NULL)
-        *count = g->n_params;
-    return g ? g->grads : NULL;
+    return PRIV(arena_view)(g ? g->grads : NULL, g ? g->n_params : 0, count);
 }
 
 BLOCK *mha_gpt_block(GPT *g, size_t l) { return g && l < g->L ? g->blocks[l] : NULL; }
@@ -438,26 +459,26 @@ int mha_gpt_get_call_index(const GPT *g, uint64_t *n)
     return mha__get_u64(g ? &g->call : NULL, n);
 }
 
+/* Block l's counter `what` (PRIV(model_set_counter)). */
+static void X(gpt_set_block_counter_)(void *model, size_t l, int what, uint64_t v)
+{
+    BLOCK *b = ((GPT *)model)->blocks[l];
+    if (what == MHA__COUNTER_OFFSET)
+        X(block_set_dropout_batch_offset)(b, v);
+    else
+        X(block_set_call_index)(b, v);
+}
+
 int mha_gpt_set_call_index(GPT *g, uint64_t n)
 {
-    if (g == NULL)
-        return MHA_EINVAL;
-    g->call = n;
-    for (size_t l = 0; l < g->L; l++)
-        X(block_set_call_index)(g->blocks[l], n);
-    return MHA_OK;
+    return PRIV(model_set_counter)(g, g ? &g->call : NULL, g ? g->L : 0,
+                                   X(gpt_set_block_counter_), MHA__COUNTER_CALL, n);
 }
 
 int mha_gpt_set_dropout_batch_offset(GPT *g, uint64_t first)
 {
-    if (g == NULL)
-        return MHA_EINVAL;
-    if (first > MHA_DROPOUT_MAX_ELEMS)
-        return MHA_EOVERFLOW;
-    for (size_t l = 0; l < g->L; l++) /* cannot fail now */
-        X(block_set_dropout_batch_offset)(g->blocks[l], first);
-    g->b0 = first;
-    return MHA_OK;
+    return PRIV(model_set_counter)(g, g ? &g->b0 : NULL, g ? g->L : 0,
+                                   X(gpt_set_block_counter_), MHA__COUNTER_OFFSET, first);
 }
 
 #include "gpt_forward.inc" /* forward, backward and the saved activations */

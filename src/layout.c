@@ -75,10 +75,12 @@ int mha__tensor_find(const char *const *names, size_t n, const char *name, size_
 
 int mha__get_u64(const uint64_t *field, uint64_t *out)
 {
-    if (field == NULL || out == NULL)
-        return MHA_EINVAL;
-    *out = *field;
-    return MHA_OK;
+    return field != NULL && out != NULL ? (*out = *field, MHA_OK) : MHA_EINVAL;
+}
+
+int mha__get_size(const size_t *field, size_t *out)
+{
+    return field != NULL && out != NULL ? (*out = *field, MHA_OK) : MHA_EINVAL;
 }
 
 void mha__free_all(void *const *p, size_t n)

@@ -26,6 +26,8 @@ int mha__tensor_find(const char *const *names, size_t n, const char *name, size_
 /* *out = *field for an object's getter (mha_get_call_index and its kin): field is NULL when
  * the object is. MHA_OK, or MHA_EINVAL for a NULL field or out. */
 int mha__get_u64(const uint64_t *field, uint64_t *out);
+/* The same for a size_t field (a model's parameter count). */
+int mha__get_size(const size_t *field, size_t *out);
 
 /* free() each of p[n]: MHA__FREE_ALL(a, b, c) frees a, b and c. */
 void mha__free_all(void *const *p, size_t n);

@@ -79,28 +79,6 @@ struct X(s2s) {
                                only decoding states may use the model                  */
 };
 
-static int X(s2s_config_resolve_)(const mha_s2s_config *in, mha_s2s_config *out)
-{
-    if (in == NULL || in->src_vocab == 0 || in->src_vocab > INT32_MAX || in->tgt_vocab == 0 ||
-        in->tgt_vocab > INT32_MAX || in->src_context == 0 || in->tgt_context == 0 ||
-        in->enc_layers == 0 || in->enc_layers > 1024 || in->dec_layers == 0 ||
-        in->dec_layers > 1024 || !(in->label_smoothing >= 0.0 && in->label_smoothing < 1.0) ||
-        (in->untied != 0 && in->untied != 1))
-        return MHA_EINVAL;
-    mha_block_config bc = {.dim = in->dim, .heads = in->heads, .mlp_dim = in->mlp_dim,
-                           .attn_dropout = in->attn_dropout, .resid_dropout = in->resid_dropout,
-                           .ln_eps = in->ln_eps, .seed = in->seed, .threads = in->threads,
-                           .attn_mode = in->attn_mode, .precision = in->precision};
-    mha_block_config r;
-    int st = PRIV(block_config_resolve)(&bc, &r);
-    if (st != MHA_OK)
-        return st;
-    *out = *in;
-    out->mlp_dim = r.mlp_dim;
-    out->ln_eps = r.ln_eps;
-    return MHA_OK;
-}
-
 void mha_s2s_destroy(S2S *m)
 {
     if (m == NULL)
@@ -112,6 +90,21 @@ void mha_s2s_destroy(S2S *m)
         for (size_t l = 0; l < m->Ld; l++)
             X(decoder_block_destroy)(m->dec[l]);
     MHA__FREE_ALL(m->enc, m->dec, m->names, m->name_of, m->block, m);
+}
+
+static int X(s2s_config_resolve_)(const mha_s2s_config *in, mha_s2s_config *out)
+{
+    if (in == NULL || in->src_vocab == 0 || in->src_vocab > INT32_MAX || in->tgt_vocab == 0 ||
+        in->tgt_vocab > INT32_MAX || in->src_context == 0 || in->tgt_context == 0 ||
+        in->enc_layers == 0 || in->enc_layers > 1024 || in->dec_layers == 0 ||
+        in->dec_layers > 1024 || !(in->label_smoothing >= 0.0 && in->label_smoothing < 1.0) ||
+        (in->untied != 0 && in->untied != 1))
+        return MHA_EINVAL;
+    mha_s2s_config c = *in;
+    const int st = PRIV(block_dims)(&MHA__BLOCK_CONFIG_OF(in), &c.mlp_dim, &c.ln_eps);
+    if (st == MHA_OK)
+        *out = c;
+    return st;
 }
 
 /* Own tensor of tensor index i, or −1 (an encoder block's) / −2 (a decoder block's). */
@@ -311,6 +304,17 @@ size_t mha_s2s_max_batch(const S2S *m) { return m ? m->cap_b : 0; }
 size_t mha_s2s_num_tensors(const S2S *m) { return m ? m->n_tensors : 0; }
 size_t mha_s2s_scored(const S2S *m) { return m ? m->scored : 0; }
 
+int mha_s2s_tensor_find(const S2S *m, const char *name, size_t *index)
+{
+    return m == NULL ? MHA_EINVAL : mha__tensor_find(m->name_of, m->n_tensors, name, index);
+}
+
+int mha_s2s_param_count(const S2S *m, size_t *count)
+{
+    /* the arena holds every tensor, nothing else */
+    return mha__get_size(m ? &m->n_params : NULL, count);
+}
+
 int mha_s2s_tensor(S2S *m, size_t i, mha_param_info *info, REAL **param, REAL **grad)
 {
     if (m == NULL || i >= m->n_tensors)
@@ -347,19 +351,6 @@ int mha_s2s_tensor(S2S *m, size_t i, mha_param_info *info, REAL **param, REAL **
     return PRIV(gpt_own_tensor)(in, m->params, m->grads, m->off[own], info, param, grad);
 }
 
-int mha_s2s_tensor_find(const S2S *m, const char *name, size_t *index)
-{
-    return m == NULL ? MHA_EINVAL : mha__tensor_find(m->name_of, m->n_tensors, name, index);
-}
-
-int mha_s2s_param_count(const S2S *m, size_t *count)
-{
-    if (m == NULL || count == NULL)
-        return MHA_EINVAL;
-    *count = m->n_params; /* the arena holds every tensor, nothing else */
-    return MHA_OK;
-}
-
 int mha_s2s_reset_parameters(S2S *m, uint64_t seed)
 {
     if (m == NULL)
@@ -385,26 +376,18 @@ int mha_s2s_reset_parameters(S2S *m, uint64_t seed)
 
 int mha_s2s_zero_grad(S2S *m)
 {
-    if (m == NULL)
-        return MHA_EINVAL;
-    memset(m->grads, 0, m->n_params * sizeof(REAL)); /* the blocks' spans too */
-    return MHA_OK;
+    return PRIV(arena_zero)(m ? m->grads : NULL, m ? m->n_params : 0);
 }
 
+/* NULL for a model laid out for decoding (s2s_decode_only) */
 REAL *mha_s2s_params(S2S *m, size_t *count)
 {
-    if (m == NULL || m->decode_only) /* laid out for decoding (s2s_decode_only) */
-        return NULL;
-    if (count != NULL)
-        *count = m->n_params;
-    return m->params;
+    return PRIV(arena_view)(m && !m->decode_only ? m->params : NULL, m ? m->n_params : 0, count);
 }
 
 REAL *mha_s2s_grads(S2S *m, size_t *count)
 {
-    if (m != NULL && count != NULL)
-        *count = m->n_params;
-    return m ? m->grads : NULL;
+    return PRIV(arena_view)(m ? m->grads : NULL, m ? m->n_params : 0, count);
 }
 
 BLOCK *mha_s2s_encoder_block(S2S *m, size_t l) { return m && l < m->Le ? m->enc[l] : NULL; }
@@ -415,30 +398,31 @@ int mha_s2s_get_call_index(const S2S *m, uint64_t *n)
     return mha__get_u64(m ? &m->call : NULL, n);
 }
 
+/* Block l's counter `what` (PRIV(model_set_counter)): the encoder's blocks, then the
+ * decoder's. */
+static void X(s2s_set_block_counter_)(void *model, size_t l, int what, uint64_t v)
+{
+    const S2S *m = model;
+    if (l < m->Le && what == MHA__COUNTER_OFFSET)
+        X(block_set_dropout_batch_offset)(m->enc[l], v);
+    else if (l < m->Le)
+        X(block_set_call_index)(m->enc[l], v);
+    else if (what == MHA__COUNTER_OFFSET)
+        X(decoder_block_set_dropout_batch_offset)(m->dec[l - m->Le], v);
+    else
+        X(decoder_block_set_call_index)(m->dec[l - m->Le], v);
+}
+
 int mha_s2s_set_call_index(S2S *m, uint64_t n)
 {
-    if (m == NULL)
-        return MHA_EINVAL;
-    m->call = n;
-    for (size_t l = 0; l < m->Le; l++)
-        X(block_set_call_index)(m->enc[l], n);
-    for (size_t l = 0; l < m->Ld; l++)
-        X(decoder_block_set_call_index)(m->dec[l], n);
-    return MHA_OK;
+    return PRIV(model_set_counter)(m, m ? &m->call : NULL, m ? m->Le + m->Ld : 0,
+                                   X(s2s_set_block_counter_), MHA__COUNTER_CALL, n);
 }
 
 int mha_s2s_set_dropout_batch_offset(S2S *m, uint64_t first)
 {
-    if (m == NULL)
-        return MHA_EINVAL;
-    if (first > MHA_DROPOUT_MAX_ELEMS)
-        return MHA_EOVERFLOW;
-    for (size_t l = 0; l < m->Le; l++) /* cannot fail now */
-        X(block_set_dropout_batch_offset)(m->enc[l], first);
-    for (size_t l = 0; l < m->Ld; l++)
-        X(decoder_block_set_dropout_batch_offset)(m->dec[l], first);
-    m->b0 = first;
-    return MHA_OK;
+    return PRIV(model_set_counter)(m, m ? &m->b0 : NULL, m ? m->Le + m->Ld : 0,
+                                   X(s2s_set_block_counter_), MHA__COUNTER_OFFSET, first);
 }
 
 #include "s2s_forward.inc" /* forward, backward and the saved activations */

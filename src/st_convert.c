@@ -92,62 +92,44 @@ static int convert_args(mha_st_dtype dtype, const void *src, void *dst, size_t n
     return MHA_OK;
 }
 
+/* Element i of the array src of dtype (not F32) as a float. */
+static float elem_to_f32(mha_st_dtype dtype, const void *src, size_t i)
+{
+    switch (dtype) {
+    case MHA_ST_F64:
+        return (float)((const double *)src)[i]; /* nearest, ties to even; ±inf past FLT_MAX */
+    case MHA_ST_BF16:
+        return mha__bf16_to_float(((const uint16_t *)src)[i]);
+    default: /* MHA_ST_F16 */
+        return f16_to_float(((const uint16_t *)src)[i]);
+    }
+}
+
+/* x as element i of the array dst of dtype (not F32). */
+static void elem_from_f32(mha_st_dtype dtype, float x, void *dst, size_t i)
+{
+    if (dtype == MHA_ST_F64)
+        ((double *)dst)[i] = (double)x;
+    else
+        ((uint16_t *)dst)[i] = dtype == MHA_ST_BF16 ? mha__bf16_round(x) : f16_from_float(x);
+}
+
 int mha_st_to_f32(mha_st_dtype dtype, const void *src, float *dst, size_t n)
 {
     int done;
     const int st = convert_args(dtype, src, dst, n, &done);
-    if (done)
-        return st;
-    switch (dtype) {
-    case MHA_ST_F64: {
-        const double *s = src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = (float)s[i];           /* nearest, ties to even; ±inf past FLT_MAX    */
-        break;
-    }
-    case MHA_ST_BF16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = mha__bf16_to_float(s[i]);
-        break;
-    }
-    default: { /* MHA_ST_F16 */
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = f16_to_float(s[i]);
-        break;
-    }
-    }
-    return MHA_OK;
+    for (size_t i = 0; !done && i < n; i++)
+        dst[i] = elem_to_f32(dtype, src, i);
+    return st;
 }
 
 int mha_st_from_f32(mha_st_dtype dtype, const float *src, void *dst, size_t n)
 {
     int done;
     const int st = convert_args(dtype, src, dst, n, &done);
-    if (done)
-        return st;
-    switch (dtype) {
-    case MHA_ST_F64: {
-        double *d = dst;
-        for (size_t i = 0; i < n; i++)
-            d[i] = (double)src[i];
-        break;
-    }
-    case MHA_ST_BF16: {
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++)
-            d[i] = mha__bf16_round(src[i]);
-        break;
-    }
-    default: { /* MHA_ST_F16 */
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++)
-            d[i] = f16_from_float(src[i]);
-        break;
-    }
-    }
-    return MHA_OK;
+    for (size_t i = 0; !done && i < n; i++)
+        elem_from_f32(dtype, src[i], dst, i);
+    return st;
 }
 
 /* ---- a tensor as float ------------------------------------------------------------------ */

@@ -140,27 +140,16 @@ int mha__st_tensor_bytes(size_t ndim, const uint64_t *shape, uint64_t elem, uint
  * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
 size_t mha__st_utf8_seq(const unsigned char *s, size_t n)
 {
-    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-    size_t len;
+    const unsigned char c = s[0];
     if (c < 0x80)
         return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
+    if (c < 0xC2 || c > 0xF4) /* a continuation byte, an overlong lead, past U+10FFFF */
         return 0;
-    }
+    const size_t len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    /* the second byte's range: narrower after E0 (overlong), ED (surrogates), F0
+     * (overlong) and F4 (past U+10FFFF) */
+    const unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    const unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
     if (n < len || s[1] < lo || s[1] > hi)
         return 0;
     for (size_t k = 2; k < len; k++)
