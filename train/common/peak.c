@@ -38,27 +38,35 @@ enum { ACC_AVX512 = 16, ACC_AVX2 = 12, ACC_SSE2 = 12, ACC_SCALAR = 8 };
 /* The multiplier and addend, read at run time so the compiler knows nothing of them. */
 static volatile float peak_m = 0.5f, peak_c = 0.25f;
 
-/* Applies OP(k) for k = 0..15 / 0..11. */
-#define PEAK_REPEAT12(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7) OP(8) OP(9) \
-    OP(10) OP(11)
-#define PEAK_REPEAT16(OP) PEAK_REPEAT12(OP) OP(12) OP(13) OP(14) OP(15)
+/* Applies OP(k, ...) for k = 0..15 / 0..11. */
+#define PEAK_REPEAT12(OP, ...)                                                               \
+    OP(0, __VA_ARGS__) OP(1, __VA_ARGS__) OP(2, __VA_ARGS__) OP(3, __VA_ARGS__)             \
+    OP(4, __VA_ARGS__) OP(5, __VA_ARGS__) OP(6, __VA_ARGS__) OP(7, __VA_ARGS__)             \
+    OP(8, __VA_ARGS__) OP(9, __VA_ARGS__) OP(10, __VA_ARGS__) OP(11, __VA_ARGS__)
+#define PEAK_REPEAT16(OP, ...)                                                               \
+    PEAK_REPEAT12(OP, __VA_ARGS__)                                                           \
+    OP(12, __VA_ARGS__) OP(13, __VA_ARGS__) OP(14, __VA_ARGS__) OP(15, __VA_ARGS__)
 
 #if PEAK_X86
+/* A kernel's body: accumulators a0, a1, ... (REPEAT's count) of vector type V set to 1,
+ * 2, ... (SET1 broadcasts a float); `iters` rounds of a_k = STEP(a_k); their sum (ADD,
+ * from ZERO()) in s. */
+#define PEAK_DECL(k, V, SET1) V a##k = SET1((float)(k + 1));
+#define PEAK_STEP(k, STEP) a##k = STEP(a##k);
+#define PEAK_SUM(k, ADD) s = ADD(s, a##k);
+#define PEAK_BODY(REPEAT, V, SET1, STEP, ADD, ZERO)                                           \
+    REPEAT(PEAK_DECL, V, SET1)                                                               \
+    for (long i = 0; i < iters; i++) {                                                       \
+        REPEAT(PEAK_STEP, STEP)                                                              \
+    }                                                                                        \
+    V s = ZERO();                                                                            \
+    REPEAT(PEAK_SUM, ADD)
+
 /* AVX-512F: 16 accumulators of 16 floats; 16 FMAs = 512 flops per iteration. */
+#define FMA512(a) _mm512_fmadd_ps(a, vm, vc)
 __attribute__((target("avx512f"))) static float kernel_avx512(long iters, float m, float c) {
     const __m512 vm = _mm512_set1_ps(m), vc = _mm512_set1_ps(c);
-#define DECL(k) __m512 a##k = _mm512_set1_ps((float)(k + 1));
-    PEAK_REPEAT16(DECL)
-#undef DECL
-    for (long i = 0; i < iters; i++) {
-#define STEP(k) a##k = _mm512_fmadd_ps(a##k, vm, vc);
-        PEAK_REPEAT16(STEP)
-#undef STEP
-    }
-    __m512 s = _mm512_setzero_ps();
-#define SUM(k) s = _mm512_add_ps(s, a##k);
-    PEAK_REPEAT16(SUM)
-#undef SUM
+    PEAK_BODY(PEAK_REPEAT16, __m512, _mm512_set1_ps, FMA512, _mm512_add_ps, _mm512_setzero_ps)
     return _mm512_reduce_add_ps(s);
 }
 
@@ -68,41 +76,21 @@ __attribute__((target("avx512f"))) static float kernel_avx512(long iters, float 
  * instruction, 1024 per iteration. The accumulators grow by 0.25 per step until float32
  * stops adding it (at 2^22 the sum rounds back, ties to even): they stay finite and
  * positive; the instruction does the same work either way. */
+#define DPBF16(a) _mm512_dpbf16_ps(a, vm, vc)
 __attribute__((target("avx512f,avx512bf16"))) static float kernel_avx512_bf16(long iters,
                                                                                 float m,
                                                                                 float c) {
     const __m512bh vm = _mm512_cvtne2ps_pbh(_mm512_set1_ps(m), _mm512_set1_ps(m));
     const __m512bh vc = _mm512_cvtne2ps_pbh(_mm512_set1_ps(c), _mm512_set1_ps(c));
-#define DECL(k) __m512 a##k = _mm512_set1_ps((float)(k + 1));
-    PEAK_REPEAT16(DECL)
-#undef DECL
-    for (long i = 0; i < iters; i++) {
-#define STEP(k) a##k = _mm512_dpbf16_ps(a##k, vm, vc);
-        PEAK_REPEAT16(STEP)
-#undef STEP
-    }
-    __m512 s = _mm512_setzero_ps();
-#define SUM(k) s = _mm512_add_ps(s, a##k);
-    PEAK_REPEAT16(SUM)
-#undef SUM
+    PEAK_BODY(PEAK_REPEAT16, __m512, _mm512_set1_ps, DPBF16, _mm512_add_ps, _mm512_setzero_ps)
     return _mm512_reduce_add_ps(s);
 }
 
 /* AVX2 + FMA: 12 accumulators of 8 floats; 12 FMAs = 192 flops per iteration. */
+#define FMA256(a) _mm256_fmadd_ps(a, vm, vc)
 __attribute__((target("avx2,fma"))) static float kernel_avx2(long iters, float m, float c) {
     const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
-#define DECL(k) __m256 a##k = _mm256_set1_ps((float)(k + 1));
-    PEAK_REPEAT12(DECL)
-#undef DECL
-    for (long i = 0; i < iters; i++) {
-#define STEP(k) a##k = _mm256_fmadd_ps(a##k, vm, vc);
-        PEAK_REPEAT12(STEP)
-#undef STEP
-    }
-    __m256 s = _mm256_setzero_ps();
-#define SUM(k) s = _mm256_add_ps(s, a##k);
-    PEAK_REPEAT12(SUM)
-#undef SUM
+    PEAK_BODY(PEAK_REPEAT12, __m256, _mm256_set1_ps, FMA256, _mm256_add_ps, _mm256_setzero_ps)
     float lane[8];
     _mm256_storeu_ps(lane, s);
     float t = 0;
@@ -112,20 +100,10 @@ __attribute__((target("avx2,fma"))) static float kernel_avx2(long iters, float m
 
 /* SSE2 (every x86-64): no FMA, a multiply then an add, 2 flops per lane as well;
  * 12 accumulators of 4 floats, 96 flops per iteration. */
+#define MULADD128(a) _mm_add_ps(_mm_mul_ps(a, vm), vc)
 static float kernel_sse2(long iters, float m, float c) {
     const __m128 vm = _mm_set1_ps(m), vc = _mm_set1_ps(c);
-#define DECL(k) __m128 a##k = _mm_set1_ps((float)(k + 1));
-    PEAK_REPEAT12(DECL)
-#undef DECL
-    for (long i = 0; i < iters; i++) {
-#define STEP(k) a##k = _mm_add_ps(_mm_mul_ps(a##k, vm), vc);
-        PEAK_REPEAT12(STEP)
-#undef STEP
-    }
-    __m128 s = _mm_setzero_ps();
-#define SUM(k) s = _mm_add_ps(s, a##k);
-    PEAK_REPEAT12(SUM)
-#undef SUM
+    PEAK_BODY(PEAK_REPEAT12, __m128, _mm_set1_ps, MULADD128, _mm_add_ps, _mm_setzero_ps)
     float lane[4];
     _mm_storeu_ps(lane, s);
     return lane[0] + lane[1] + lane[2] + lane[3];

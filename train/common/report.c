@@ -179,6 +179,17 @@ cJSON *report_config_json(const cli_opt *opts, size_t n, const void *cfg)
 
 /* ---- pictures -------------------------------------------------------------------------- */
 
+/* One point of a pass of report_smooth: its sums s = {F0, F1, F2, G0, G1} (or the backward
+ * pass's) shifted one step away (d → d + 1), then the point (m, m·y) added at d = 0. */
+static void smooth_step(double *s, double r, double m, double my)
+{
+    s[2] = r * (s[2] + 2 * s[1] + s[0]);
+    s[1] = r * (s[1] + s[0]);
+    s[0] = r * s[0] + m;
+    s[4] = r * (s[4] + s[3]);
+    s[3] = r * s[3] + my;
+}
+
 void report_smooth(const double *y, size_t n, double *out)
 {
     if (n == 0)
@@ -198,34 +209,24 @@ void report_smooth(const double *y, size_t n, double *out)
             logs = 0;
 #define VAL(i) (logs ? log(y[i]) : y[i])
     double lo = INFINITY, hi = -INFINITY;
-    double F0 = 0, F1 = 0, F2 = 0, G0 = 0, G1 = 0;
+    double F[5] = {0, 0, 0, 0, 0}; /* F0 F1 F2 G0 G1 */
     for (size_t i = 0; i < n; i++) {
         const double m = isfinite(y[i]) ? 1.0 : 0.0, my = m ? VAL(i) : 0.0;
-        /* shift the sums one step away (d → d + 1), then add point i at d = 0 */
-        F2 = r * (F2 + 2 * F1 + F0);
-        F1 = r * (F1 + F0);
-        F0 = r * F0 + m;
-        G1 = r * (G1 + G0);
-        G0 = r * G0 + my;
-        double *q = fw + 5 * i;
-        q[0] = F0, q[1] = F1, q[2] = F2, q[3] = G0, q[4] = G1;
+        smooth_step(F, r, m, my);
+        memcpy(fw + 5 * i, F, sizeof F);
         if (m) {
             lo = fmin(lo, my);
             hi = fmax(hi, my);
         }
     }
-    double B0 = 0, B1 = 0, B2 = 0, H0 = 0, H1 = 0;
+    double B[5] = {0, 0, 0, 0, 0}; /* B0 B1 B2 H0 H1: the backward pass's sums */
     for (size_t i = n; i-- > 0;) {
         const double m = isfinite(y[i]) ? 1.0 : 0.0, my = m ? VAL(i) : 0.0;
-        B2 = r * (B2 + 2 * B1 + B0);
-        B1 = r * (B1 + B0);
-        B0 = r * B0 + m;
-        H1 = r * (H1 + H0);
-        H0 = r * H0 + my;
+        smooth_step(B, r, m, my);
         const double *q = fw + 5 * i;
         /* offsets e = k - i over all k: point i is in both passes once */
-        const double S0 = q[0] + B0 - m, S1 = B1 - q[1], S2 = q[2] + B2;
-        const double T0 = q[3] + H0 - my, T1 = H1 - q[4];
+        const double S0 = q[0] + B[0] - m, S1 = B[1] - q[1], S2 = q[2] + B[2];
+        const double T0 = q[3] + B[3] - my, T1 = B[4] - q[4];
         const double det = S0 * S2 - S1 * S1;
         if (!(S0 > 0)) {
             out[i] = NAN;

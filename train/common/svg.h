@@ -76,10 +76,6 @@ int svg_heatmap_layout(size_t heads, size_t rows, size_t cols, svg_heatmap_geome
 int svg_write_heatmaps(const char *path, const char *title, size_t heads, size_t rows,
                        size_t cols, const double *w, const char *const *row_labels,
                        const char *const *col_labels);
-/* The same for float weights w [heads, rows, cols] (no double copy needed). */
-int svg_write_heatmaps_f(const char *path, const char *title, size_t heads, size_t rows,
-                         size_t cols, const float *w, const char *const *row_labels,
-                         const char *const *col_labels);
 /* The same with weight (h, i, j) read through weight(ctx, h, i, j, rows, cols), called
  * once per weight (e.g. for weights not stored as one array, or computed). */
 typedef double (*svg_weight_fn)(const void *ctx, size_t h, size_t i, size_t j, size_t rows,

@@ -1,5 +1,5 @@
-/* Hand-written SVG heat maps of attention weights (svg_write_heatmaps*, svg_heatmap_layout):
- * see svg.h. */
+/* Hand-written SVG heat maps of attention weights (svg_write_heatmaps, svg_write_heatmaps_fn,
+ * svg_heatmap_layout): see svg.h. */
 #include "svg.h"
 #include "svg_internal.h"
 
@@ -104,11 +104,6 @@ static double weight_f64(const void *ctx, size_t h, size_t i, size_t j, size_t r
 {
     return ((const double *)ctx)[(h * rows + i) * cols + j];
 }
-static double weight_f32(const void *ctx, size_t h, size_t i, size_t j, size_t rows,
-                         size_t cols)
-{
-    return ((const float *)ctx)[(h * rows + i) * cols + j];
-}
 
 int svg_write_heatmaps(const char *path, const char *title, size_t heads, size_t rows,
                        size_t cols, const double *w, const char *const *row_labels,
@@ -117,16 +112,6 @@ int svg_write_heatmaps(const char *path, const char *title, size_t heads, size_t
     if (!w)
         return MHA_EINVAL;
     return svg_write_heatmaps_fn(path, title, heads, rows, cols, weight_f64, w, row_labels,
-                                 col_labels);
-}
-
-int svg_write_heatmaps_f(const char *path, const char *title, size_t heads, size_t rows,
-                         size_t cols, const float *w, const char *const *row_labels,
-                         const char *const *col_labels)
-{
-    if (!w)
-        return MHA_EINVAL;
-    return svg_write_heatmaps_fn(path, title, heads, rows, cols, weight_f32, w, row_labels,
                                  col_labels);
 }
 
