@@ -124,27 +124,26 @@ static fixture *fixture_new(uint64_t steps, uint64_t eval_every)
     static const char *const fmts[] = {"%.17g", "%.17g", "%.17g", "%.17g", "%.3f", "%.0f"};
     report_csv_open(&f->csv, f->csv_path, "step,loss,lr,grad_norm,val,time_s,items_per_s", fmts,
                     &f->hist, 0, "0123456789abcdef", NULL, 0);
-    report_progress_start(&f->prog);
-    report_progress_mode(&f->prog, REPORT_PROGRESS_PLAIN, 0);
+    report_progress_start(&f->prog, REPORT_PROGRESS_PLAIN, 0);
     train_loop *L = &f->L;
     train_loop_init(L);
-    L->h = (train_hooks){&f->t, fwd, bwd, evaluate, save, describe, NULL};
-    train_loop_plan(L, f->opt, &f->pt, 1, &f->t.step,
+    train_loop_plan(L, &(train_hooks){&f->t, fwd, bwd, evaluate, save, describe, NULL}, f->opt,
+                    &f->pt, 1, &f->t.step,
                     &(train_plan){.lr = 0.1, .min_lr = 0.01, .steps = steps,
                                   .eval_every = eval_every});
-    L->n_cols = 1;
-    L->best_col = TRAIN_COL_EVAL;
-    L->best = &f->t.best;
-    L->best_step = &f->t.best_step;
+    L->rep.n_cols = 1;
+    L->rep.best_col = TRAIN_COL_EVAL;
+    L->rep.best = &f->t.best;
+    L->rep.best_step = &f->t.best_step;
     L->out = f->dir;
-    L->ckpt_path = f->ckpt;
-    L->best_path = f->best;
-    L->unit = "items";
-    L->t_start = report_now();
+    L->rep.ckpt_path = f->ckpt;
+    L->rep.best_path = f->best;
+    L->rep.unit = "items";
+    L->rep.t_start = report_now();
     L->rank0 = 1;
     L->hist = &f->hist;
     L->csv = &f->csv;
-    L->prog = &f->prog;
+    L->rep.prog = &f->prog;
     return f;
 }
 

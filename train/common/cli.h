@@ -83,7 +83,7 @@ extern const char *const CLI_PRECISION_NAMES[];
 #define CLI_OPT_STOP_AFTER(off)                                                              \
     {"stop-after", CLI_U64, (off), 0, 1e9, 0, "N",                                          \
      "stop after step N with a checkpoint, as if interrupted (0 = run to --steps)", NULL}
-/* Names of the --progress modes, NULL-terminated (index = report_progress_mode's mode). */
+/* Names of the --progress modes, NULL-terminated (index = report_progress_start's mode). */
 extern const char *const CLI_PROGRESS_NAMES[];
 #define CLI_OPT_PROGRESS(off)                                                                \
     {"progress", CLI_CHOICE, (off), 0, 0, 0, "MODE",                                        \

@@ -175,12 +175,11 @@ enum { REPORT_PROGRESS_AUTO, REPORT_PROGRESS_LIVE, REPORT_PROGRESS_PLAIN };
 
 /* Seconds from a monotonic clock. */
 double report_now(void);
-void report_progress_start(report_progress *p);
-/* After report_progress_start: the display --progress asks for. AUTO keeps the terminal
- * test, except under mpirun (mpi != 0), whose ranks see a terminal even when mpirun writes
- * to a file: plain lines there; LIVE rewrites a line in place (as on a terminal), PLAIN
- * prints a line per update. */
-void report_progress_mode(report_progress *p, int mode, int mpi);
+/* Start the progress line in the display --progress asks for (mode REPORT_PROGRESS_*).
+ * AUTO: a live line on a terminal, except under mpirun (mpi != 0), whose ranks see a
+ * terminal even when mpirun writes to a file: plain lines there; LIVE rewrites a line in
+ * place (as on a terminal), PLAIN prints a line per update. */
+void report_progress_start(report_progress *p, int mode, int mpi);
 /* Terminal: 1 if at least 0.1 s passed since the last update, or `last`. */
 int report_progress_due(report_progress *p, int last);
 /* Terminal: "\r<text>" cut to the terminal's width less one column (never wrapped: a

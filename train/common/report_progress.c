@@ -73,20 +73,13 @@ double report_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void report_progress_start(report_progress *p)
+void report_progress_start(report_progress *p, int mode, int mpi)
 {
-    p->tty = isatty(STDOUT_FILENO);
+    p->tty = mode == REPORT_PROGRESS_LIVE ||
+             (mode != REPORT_PROGRESS_PLAIN && !mpi && isatty(STDOUT_FILENO));
     p->open = 0;
     p->t0 = report_now();
     p->last_shown = 0;
-}
-
-void report_progress_mode(report_progress *p, int mode, int mpi)
-{
-    if (mode == REPORT_PROGRESS_LIVE)
-        p->tty = 1;
-    else if (mode == REPORT_PROGRESS_PLAIN || mpi)
-        p->tty = 0;
 }
 
 int report_progress_due(report_progress *p, int last)

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +15,10 @@
 void train_loop_init(train_loop *L)
 {
     memset(L, 0, sizeof *L);
-    L->best_col = -1;
-    L->eval_cost = 1;
-    L->unit = "items";
-    L->eval_what = "";
+    L->rep.best_col = -1;
+    L->rep.eval_cost = 1;
+    L->rep.unit = "items";
+    L->rep.eval_what = "";
     for (size_t k = 0; k < TRAIN_ROW_CAP; k++)
         L->last[k] = NAN;
 }
@@ -35,9 +36,10 @@ mha_optimizer *train_adamw(double beta2, double weight_decay)
     return o;
 }
 
-void train_loop_plan(train_loop *L, mha_optimizer *opt, const ckpt_tensor *pt, size_t n_pt,
-                     uint64_t *step, const train_plan *p)
+void train_loop_plan(train_loop *L, const train_hooks *h, mha_optimizer *opt,
+                     const ckpt_tensor *pt, size_t n_pt, uint64_t *step, const train_plan *p)
 {
+    L->h = *h;
     L->opt = opt;
     L->pt = pt;
     L->n_pt = n_pt;
@@ -83,7 +85,7 @@ static uint64_t evals_between(const train_loop *L, uint64_t from, uint64_t to)
 
 double train_loop_elapsed(const train_loop *L)
 {
-    return L->elapsed0 + (report_now() - L->t_start);
+    return L->rep.elapsed0 + (report_now() - L->rep.t_start);
 }
 
 /* Seconds left to `end`: the remaining steps at this process's training speed, and the
@@ -95,7 +97,8 @@ static double time_left(const train_loop *L)
     if (done == 0 || L->train_s <= 0)
         return NAN;
     const double per_step = L->train_s / (double)done;
-    const double per_eval = L->n_evals ? L->eval_s / (double)L->n_evals : per_step * L->eval_cost;
+    const double per_eval = L->n_evals ? L->eval_s / (double)L->n_evals
+                                       : per_step * L->rep.eval_cost;
     double evals = (double)evals_between(L, s, L->end);
     if (L->final_eval && L->end < L->steps && !train_loop_is_eval_step(L, L->end))
         evals += 1;
@@ -107,7 +110,7 @@ static double time_left(const train_loop *L)
 static void find_last_eval(train_loop *L)
 {
     const report_history *h = L->hist;
-    if (L->n_cols == 0 || h->n == 0 || h->cols != TRAIN_COL_EVAL + L->n_cols + 2)
+    if (L->rep.n_cols == 0 || h->n == 0 || h->cols != TRAIN_COL_EVAL + L->rep.n_cols + 2)
         return;
     for (size_t i = h->n; i-- > 0;)
         if (isfinite(report_at(h, i, TRAIN_COL_EVAL))) {
@@ -133,7 +136,7 @@ static int params_finite(const train_loop *L)
 /* A non-finite `what` at step s: rank 0 says so and what is left; the log is closed. */
 static int stop_nonfinite(train_loop *L, uint64_t s, const char *what)
 {
-    report_progress_end(L->prog); /* a live line ends first */
+    report_progress_end(L->rep.prog); /* a live line ends first */
     if (L->rank0) {
         fprintf(stderr, "%s: stopped at step %llu: %s is non-finite (NaN or inf); try a "
                 "smaller --lr or --clip. ", cli_program(), (unsigned long long)s, what);
@@ -159,7 +162,7 @@ static void keep_checkpoint(train_loop *L)
              (unsigned long long)*L->step);
     if (unlink(path) != 0 && errno != ENOENT)
         cli_die(CLI_EXIT_RUNTIME, "cannot replace %s: %s", path, strerror(errno));
-    if (link(L->ckpt_path, path) != 0)
+    if (link(L->rep.ckpt_path, path) != 0)
         L->h.save(L->h.ctx, path, TRAIN_SAVE_LATEST);
     char **kept;
     const size_t n = rundir_list_numbered(L->out, "checkpoint-", ".safetensors", &kept);
@@ -178,16 +181,16 @@ static void keep_checkpoint(train_loop *L)
  * --ckpt-every (not at `end`: train_loop_close saves it). */
 static void save_due(train_loop *L, int eval_now, const double *row, uint64_t s)
 {
-    if (eval_now && L->best_col >= 0 && row[L->best_col] < *L->best) {
-        *L->best = row[L->best_col];
-        *L->best_step = s;
-        L->h.save(L->h.ctx, L->best_path, TRAIN_SAVE_BEST);
+    if (eval_now && L->rep.best_col >= 0 && row[L->rep.best_col] < *L->rep.best) {
+        *L->rep.best = row[L->rep.best_col];
+        *L->rep.best_step = s;
+        L->h.save(L->h.ctx, L->rep.best_path, TRAIN_SAVE_BEST);
     }
     if (L->ckpt_every && s % L->ckpt_every == 0 && s != L->end) {
         if (L->rank0)
             report_csv_flush(L->csv);
-        L->h.save(L->h.ctx, L->ckpt_path, TRAIN_SAVE_LATEST);
-        L->last_ckpt = L->ckpt_path;
+        L->h.save(L->h.ctx, L->rep.ckpt_path, TRAIN_SAVE_LATEST);
+        L->last_ckpt = L->rep.ckpt_path;
         keep_checkpoint(L);
     }
 }
@@ -197,7 +200,7 @@ static void save_due(train_loop *L, int eval_now, const double *row, uint64_t s)
  * (ms a step, MFU, units a second; evaluations excluded), the time left and spent. */
 static void show_progress(train_loop *L, int eval_now, double loss, double lr)
 {
-    report_progress *p = L->prog;
+    report_progress *p = L->rep.prog;
     const uint64_t s = *L->step;
     if (!eval_now && !(p->tty && report_progress_due(p, s == L->end)))
         return;
@@ -206,14 +209,14 @@ static void show_progress(train_loop *L, int eval_now, double loss, double lr)
     report_duration(train_loop_elapsed(L), els, sizeof els);
     L->h.describe(L->h.ctx, L->last, mid, sizeof mid);
     const double ms = L->win_steps ? 1e3 * L->win_s / (double)L->win_steps : 0;
-    if (L->win_s > 0 && L->peak > 0)
+    if (L->win_s > 0 && L->rep.peak > 0)
         snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * L->win_flops / L->win_s /
-                                                      (L->peak * 1e9));
+                                                      (L->rep.peak * 1e9));
     /* the most wanted first: a terminal narrower than the line cuts its end */
     report_progress_show(p, "%sstep %llu/%llu  loss %.4f  %s  lr %.2e  %.1f ms/step%s  left %s"
                          "  elapsed %s  %.0f %s/s", p->tty ? "  " : "", (unsigned long long)s,
                          (unsigned long long)L->steps, loss, mid, lr, ms, mfu, left, els,
-                         L->win_s > 0 ? L->win_work / L->win_s : 0, L->unit);
+                         L->win_s > 0 ? L->win_work / L->win_s : 0, L->rep.unit);
     L->win_s = L->win_flops = L->win_work = 0;
     L->win_steps = 0;
     if (eval_now)
@@ -223,16 +226,17 @@ static void show_progress(train_loop *L, int eval_now, double loss, double lr)
 /* The evaluation of step s into row (and `last`). Returns 0 or the non-finite status. */
 static int evaluate_now(train_loop *L, double *row, uint64_t s)
 {
-    if (L->prog->tty)
-        report_progress_show(L->prog, "  step %llu/%llu  evaluating%s...", (unsigned long long)s,
-                             (unsigned long long)L->steps, L->eval_what);
+    if (L->rep.prog->tty)
+        report_progress_show(L->rep.prog, "  step %llu/%llu  evaluating%s...",
+                             (unsigned long long)s, (unsigned long long)L->steps,
+                             L->rep.eval_what);
     const double te = report_now();
     const int cut = L->h.evaluate(L->h.ctx, row);
     L->eval_s += report_now() - te;
     if (cut) /* no evaluation at this step: the loop saves a checkpoint and stops */
         return 0;
     L->n_evals++;
-    for (size_t k = 0; k < L->n_cols; k++)
+    for (size_t k = 0; k < L->rep.n_cols; k++)
         if (!isfinite(row[TRAIN_COL_EVAL + k]))
             return stop_nonfinite(L, s, "the evaluation");
     return 0;
@@ -282,7 +286,7 @@ int train_loop_run(train_loop *L)
     L->step0 = *L->step;
     if (L->last_eval_step == 0)
         find_last_eval(L);
-    const size_t cols = TRAIN_COL_EVAL + L->n_cols + 2;
+    const size_t cols = TRAIN_COL_EVAL + L->rep.n_cols + 2;
     const double t_loop = report_now();
     int rc = 0;
     while (*L->step < L->end) {
@@ -320,9 +324,29 @@ void train_loop_close(train_loop *L)
 {
     if (L->rank0)
         report_csv_close(L->csv);
-    L->h.save(L->h.ctx, L->ckpt_path, TRAIN_SAVE_LATEST);
-    L->last_ckpt = L->ckpt_path;
+    L->h.save(L->h.ctx, L->rep.ckpt_path, TRAIN_SAVE_LATEST);
+    L->last_ckpt = L->rep.ckpt_path;
     keep_checkpoint(L);
+}
+
+int train_loop_exit_status(const train_loop *L)
+{
+    return L->stop_sig ? 128 + L->stop_sig : 0;
+}
+
+void train_describe(char *buf, size_t cap, const char *prefix, double v, const char *fmt, ...)
+{
+    const int n = snprintf(buf, cap, "%s", prefix);
+    if (n < 0 || (size_t)n >= cap)
+        return;
+    if (!isfinite(v)) {
+        snprintf(buf + n, cap - (size_t)n, "-");
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
+    va_end(ap);
 }
 
 void train_loop_log_failed(void *ctx)

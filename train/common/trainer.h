@@ -60,6 +60,23 @@ typedef struct train_hooks {
     int (*agree)(int v);
 } train_hooks;
 
+/* What the loop evaluates and keeps, where it saves and what its progress line says
+ * (train_loop_report). */
+typedef struct train_report {
+    size_t n_cols;                     /* evaluation columns, ≤ TRAIN_MAX_EVAL_COLS       */
+    int best_col;                      /* row column whose new low saves the best (-1: none) */
+    double *best;                      /* the best value so far and its step: the program's */
+    uint64_t *best_step;               /* run state, kept by checkpoints (NULL: no best)  */
+    double eval_cost;                  /* an evaluation's cost in training steps, for the
+                                          time left until one is measured                 */
+    const char *ckpt_path, *best_path; /* best_path NULL: no best checkpoint              */
+    const char *unit;                  /* the work unit on the progress line ("tok")      */
+    const char *eval_what;             /* after "evaluating" on a terminal: " (20 examples)" */
+    double peak;                       /* GFLOP/s, the MFU's denominator (0: none shown)  */
+    double elapsed0, t_start;          /* seconds of earlier processes; report_now() at start */
+    report_progress *prog;
+} train_report;
+
 typedef struct train_loop {
     /* ---- set by the program (after train_loop_init) ---- */
     train_hooks h;
@@ -74,24 +91,14 @@ typedef struct train_loop {
     int early_evals;            /* 1: also 4 times as often in the first eval_every      */
     int final_eval;             /* 1: the program evaluates after a loop that stopped
                                    between evaluations (the time left counts it)        */
-    double eval_cost;           /* an evaluation's cost in training steps, for the time
-                                   left until one is measured                            */
-    size_t n_cols;              /* evaluation columns, ≤ TRAIN_MAX_EVAL_COLS             */
-    int best_col;               /* row column whose new low saves the best (-1: none)    */
-    double *best;               /* the best value so far and its step (the program's     */
-    uint64_t *best_step;        /* run state: checkpoints keep them)                     */
+    train_report rep;           /* evaluations, checkpoints' paths, the progress line
+                                   (train_loop_report)                                   */
     uint64_t ckpt_every;        /* 0: only at the end                                    */
     size_t keep;                /* also keep the last `keep` checkpoints by step         */
     const char *out;            /* the run's directory                                   */
-    const char *ckpt_path, *best_path;
-    const char *unit;           /* the work unit on the progress line ("tok", "words")   */
-    const char *eval_what;      /* after "evaluating" on a terminal, e.g. " (20 examples)" */
-    double peak;                /* GFLOP/s, the MFU's denominator (0: none shown)        */
-    double elapsed0, t_start;   /* seconds of earlier processes; report_now() at start   */
     int rank0;                  /* this process writes the log and says what stopped     */
     report_history *hist;
     report_csv *csv;            /* open on rank 0                                        */
-    report_progress *prog;
     const char *last_ckpt;      /* the last checkpoint resumed from or written (NULL: none) */
     /* ---- kept by the loop ---- */
     double last[TRAIN_ROW_CAP]; /* the row of the last evaluation (NaN before any)       */
@@ -126,10 +133,10 @@ typedef struct train_plan {
 /* The programs' AdamW (torch.optim.AdamW with β1 0.9, β2 beta2, ε 1e-8 and decoupled decay
  * weight_decay; its groups are added by the caller); exit 1 if it cannot be made. */
 mha_optimizer *train_adamw(double beta2, double weight_decay);
-/* Set L's optimizer (over the tensors pt[n_pt], checked for finiteness), the program's step
- * counter and the plan p. */
-void train_loop_plan(train_loop *L, mha_optimizer *opt, const ckpt_tensor *pt, size_t n_pt,
-                     uint64_t *step, const train_plan *p);
+/* Set L's hooks h, optimizer (over the tensors pt[n_pt], checked for finiteness), the
+ * program's step counter and the plan p. */
+void train_loop_plan(train_loop *L, const train_hooks *h, mha_optimizer *opt,
+                     const ckpt_tensor *pt, size_t n_pt, uint64_t *step, const train_plan *p);
 /* 1 if step s (1-based, after its update) evaluates: every eval_every steps, the last step
  * --steps, and with early_evals every eval_every / 4 steps below eval_every. */
 int train_loop_is_eval_step(const train_loop *L, uint64_t s);
@@ -140,6 +147,15 @@ double train_loop_elapsed(const train_loop *L);
 int train_loop_run(train_loop *L);
 /* After the loop: close the log, save the latest checkpoint, keep it by step. */
 void train_loop_close(train_loop *L);
+/* The exit status of a run the loop ended without an error: 128 + the stop signal (that
+ * of any rank, so the same on every rank: mpirun passes the first non-zero status on, and
+ * the job's is the signal's as for one process), 0 without one. */
+int train_loop_exit_status(const train_loop *L);
+/* The text of the last evaluation on the progress line (a describe hook's): prefix, then
+ * "-" when v, its first value, is not finite (NaN: no evaluation yet), else fmt with its
+ * arguments. */
+void train_describe(char *buf, size_t cap, const char *prefix, double v, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* For report_csv's on_fail (ctx: the train_loop): say whether the last checkpoint is
  * intact before the exit. */
 void train_loop_log_failed(void *ctx);
@@ -234,21 +250,27 @@ typedef struct train_log {
  * receives the log's path. */
 void train_loop_open_log(train_loop *L, const train_log *log, char *csv_path, size_t cap);
 
-/* What the loop evaluates and keeps, where it saves and what its progress line says (the
- * train_loop fields of the same names). */
-typedef struct train_report {
-    size_t n_cols;                     /* evaluation columns                              */
-    int best_col;                      /* whose new low saves the best (-1: none)         */
-    double *best;                      /* the best value and its step (NULL with no best) */
-    uint64_t *best_step;
-    double eval_cost;                  /* an evaluation in training steps, until measured */
-    const char *ckpt_path, *best_path; /* best_path NULL: no best checkpoint              */
-    const char *unit, *eval_what;      /* "tok", "words"; " (20 examples)" or ""          */
-    double peak;                       /* GFLOP/s, the MFU's denominator (0: none shown)  */
-    double elapsed0, t_start;          /* seconds of earlier processes; report_now() at start */
-    report_progress *prog;
-} train_report;
+/* L->rep = *r. */
 void train_loop_report(train_loop *L, const train_report *r);
+
+/* A training program's run, in its own hooks around the loop (ctx: the program's state). */
+typedef struct train_program {
+    void *ctx;
+    train_loop *loop;
+    /* Options, data, model, the log, the header. Returns 1 when there is nothing to do (a
+     * finished run: said on stdout), 0 to train. Failures exit (cli.h). */
+    int (*setup)(void *ctx, int argc, char **argv, int first);
+    /* After a setup that returned 0: the loop set for this run (train_loop_plan,
+     * train_loop_report). */
+    void (*plan)(void *ctx);
+    /* After a loop that ended without an error: the program's files and closing lines;
+     * completed: the run reached --steps. */
+    void (*finish)(void *ctx, int completed);
+    void (*destroy)(void *ctx);
+} train_program;
+/* train_loop_init, setup, plan, train_loop_run_and_close, finish, destroy. Returns 0 with
+ * nothing to do, the loop's non-finite status, or train_loop_exit_status. */
+int train_program_run(const train_program *p, int argc, char **argv, int first);
 
 /* train_loop_run, then (when it returns 0) the progress line ended and train_loop_close:
  * the run of a program with nothing to evaluate after its loop. Returns train_loop_run's

@@ -202,19 +202,23 @@ void train_loop_open_log(train_loop *L, const train_log *log, char *csv_path, si
 
 void train_loop_report(train_loop *L, const train_report *r)
 {
-    L->n_cols = r->n_cols;
-    L->best_col = r->best_col;
-    L->best = r->best;
-    L->best_step = r->best_step;
-    L->eval_cost = r->eval_cost;
-    L->ckpt_path = r->ckpt_path;
-    L->best_path = r->best_path;
-    L->unit = r->unit;
-    L->eval_what = r->eval_what;
-    L->peak = r->peak;
-    L->elapsed0 = r->elapsed0;
-    L->t_start = r->t_start;
-    L->prog = r->prog;
+    L->rep = *r;
+}
+
+int train_program_run(const train_program *p, int argc, char **argv, int first)
+{
+    train_loop_init(p->loop);
+    if (p->setup(p->ctx, argc, argv, first)) {
+        p->destroy(p->ctx);
+        return 0; /* a finished run: nothing to do */
+    }
+    p->plan(p->ctx);
+    const int rc = train_loop_run_and_close(p->loop);
+    if (rc)
+        return rc;
+    p->finish(p->ctx, *p->loop->step == p->loop->steps);
+    p->destroy(p->ctx);
+    return train_loop_exit_status(p->loop);
 }
 
 int train_loop_run_and_close(train_loop *L)
@@ -222,7 +226,7 @@ int train_loop_run_and_close(train_loop *L)
     const int rc = train_loop_run(L);
     if (rc)
         return rc;
-    report_progress_end(L->prog);
+    report_progress_end(L->rep.prog);
     train_loop_close(L);
     return 0;
 }

@@ -206,21 +206,19 @@ static void save(void *ctx, const char *path, int kind)
 static void describe(void *ctx, const double *last, char *buf, size_t cap)
 {
     (void)ctx;
-    if (isfinite(last[H_WER]))
-        snprintf(buf, cap, "val WER %.2f%% PER %.2f%%", 100 * last[H_WER], 100 * last[H_PER]);
-    else
-        snprintf(buf, cap, "val -");
+    train_describe(buf, cap, "val ", last[H_WER], "WER %.2f%% PER %.2f%%", 100 * last[H_WER],
+                   100 * last[H_PER]);
 }
 
-/* The trainer, set for this run (after setup). */
-static void loop_setup(trainer *t)
+/* The plan hook (train_program): the loop set for this run, after setup. */
+static void loop_setup(void *ctx)
 {
+    trainer *t = ctx;
     const g2p_config *c = &t->cfg;
     train_loop *L = &t->loop;
-    report_progress_start(&t->prog);
-    report_progress_mode(&t->prog, c->progress, dist_with_mpi());
-    L->h = (train_hooks){t, forward, backward, evaluate, save, describe, dist_max};
-    train_loop_plan(L, t->r.opt, t->r.pt, t->r.n_pt, &t->r.step, &TRAIN_PLAN_OF(c));
+    report_progress_start(&t->prog, c->progress, dist_with_mpi());
+    train_loop_plan(L, &(train_hooks){t, forward, backward, evaluate, save, describe, dist_max},
+                    t->r.opt, t->r.pt, t->r.n_pt, &t->r.step, &TRAIN_PLAN_OF(c));
     /* greedy decoding of the validation words: about a forward of them, a third of a
      * training step per batch of words */
     const size_t words = t->set.words_off[G2P_VALID + 1] - t->set.words_off[G2P_VALID];
@@ -233,8 +231,9 @@ static void loop_setup(trainer *t)
     L->keep = c->keep_checkpoints;
 }
 
-static void trainer_free(trainer *t)
+static void trainer_free(void *ctx)
 {
+    trainer *t = ctx;
     dist_grads_destroy(t->dg);
     g2p_decoder_free(&t->dec);
     g2p_run_destroy(&t->r);
@@ -245,22 +244,12 @@ static void trainer_free(trainer *t)
     UTIL_FREE_ALL(t->map, t->order, t->plen, t->src, t->tin, t->tout, t->slen);
 }
 
-int g2p_train_main(int argc, char **argv, int first)
+/* After the loop: rank 0 writes the curves, the alignment pictures and summary.json; every
+ * rank waits for them, then says where the run stopped. */
+static void finish(void *ctx, int completed)
 {
-    static trainer tr;
-    trainer *t = &tr;
-    report_csv csv = {0};
-    train_loop_init(&t->loop);
-    if (g2p_train_setup(t, argc, argv, first, &csv)) {
-        trainer_free(t);
-        return 0; /* a finished run: nothing to do */
-    }
+    trainer *t = ctx;
     const g2p_config *c = &t->cfg;
-    loop_setup(t);
-    const int rc = train_loop_run_and_close(&t->loop);
-    if (rc)
-        return rc;
-    const int completed = t->r.step == c->steps;
     size_t nfig = 0;
     if (t->rank0) {
         char path[CLI_PATH_CAP + 64];
@@ -277,8 +266,11 @@ int g2p_train_main(int argc, char **argv, int first)
            "(%zu alignment pictures)\n", completed ? "finished at" : "stopped at",
            (unsigned long long)t->r.step, t->r.elapsed, 100 * t->r.best_wer,
            (unsigned long long)t->r.best_step, c->out, nfig);
-    trainer_free(t);
-    /* 128 + the signal, on every rank (that of a rank which got none too): mpirun passes
-     * the first non-zero status on, so the job's is the signal's as for one process */
-    return t->loop.stop_sig ? 128 + t->loop.stop_sig : 0;
+}
+
+int g2p_train_main(int argc, char **argv, int first)
+{
+    static trainer tr;
+    return train_program_run(&(train_program){&tr, &tr.loop, g2p_train_setup, loop_setup,
+                                              finish, trainer_free}, argc, argv, first);
 }

@@ -53,6 +53,7 @@ typedef struct trainer {
     char precision_why[160];   /* how --precision auto chose ("" when it was given)  */
     g2p_clock clk;
     train_loop loop;           /* the loop (trainer.h): its clocks, last evaluation, stop */
+    report_csv csv;            /* its log (open on rank 0)                              */
     report_progress prog;      /* its progress line                                    */
     double share;              /* this rank's share of the step's scored positions   */
     size_t rank_rows;          /* and its rows of the step's batch                   */
@@ -60,10 +61,11 @@ typedef struct trainer {
 
 /* ---- train/g2p/g2p_train_setup.c ---- */
 
-/* Parse the options, read the data (and a checkpoint), agree across ranks, choose the
- * precision, claim --out, build the model, open the log (csv), say what the run is.
- * Returns 1 when a resumed run is finished already (nothing to do: said on stdout). */
-int g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *csv);
+/* The program's setup (train_program; ctx: the trainer): parse the options, read the data
+ * (and a checkpoint), agree across ranks, choose the precision, claim --out, build the
+ * model, open the log (t->csv), say what the run is. Returns 1 when a resumed run is
+ * finished already (nothing to do: said on stdout). */
+int g2p_train_setup(void *ctx, int argc, char **argv, int first);
 
 /* ---- train/g2p/g2p_train_io.c ---- */
 

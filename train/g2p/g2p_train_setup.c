@@ -250,8 +250,9 @@ static void choose_precision(trainer *t)
 /* Parse the options, read the data (and a checkpoint), agree across ranks, claim --out,
  * build the model, open the log, say what the run is. Returns 1 when a resumed run is
  * finished already (nothing to do: said on stdout). */
-int g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
+int g2p_train_setup(void *ctx, int argc, char **argv, int first)
 {
+    trainer *t = ctx;
     g2p_config *c = &t->cfg;
     int given[64] = {0};
     g2p_vocab src = {0}, tgt = {0};
@@ -277,9 +278,10 @@ int g2p_train_setup(trainer *t, int argc, char **argv, int first, report_csv *cs
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);
     report_history_init(&t->hist, H_COLS);
-    train_loop_open_log(&t->loop, &(train_log){c->out, t->rank0, &t->hist, csv, t->r.step,
-                                               CSV_HEADER, CSV_FMTS, c->run_id, c->resume,
-                                               c->force}, t->csv_path, sizeof t->csv_path);
+    train_loop_open_log(&t->loop,
+                        &(train_log){c->out, t->rank0, &t->hist, &t->csv, t->r.step, CSV_HEADER,
+                                     CSV_FMTS, c->run_id, c->resume, c->force},
+                        t->csv_path, sizeof t->csv_path);
     if (t->rank0)
         print_header(t);
     return 0;

@@ -134,8 +134,9 @@ static void make_windows(trainer *t)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
 }
 
-static void trainer_free(trainer *t)
+static void trainer_free(void *ctx)
 {
+    trainer *t = ctx;
     dist_grads_destroy(t->dg);
     gpt_run_destroy(&t->r);
     text_corpus_free(t->corpus);
@@ -294,10 +295,13 @@ static void print_header(const trainer *t)
     fflush(stdout);
 }
 
-/* Parse, check, read the data and the checkpoint, agree across ranks, claim --out, build
- * the model, open the log, say what the run is. Returns 1 when there is nothing to do. */
-static int setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
+/* The program's setup (train_program; ctx: the trainer): parse, check, read the data and
+ * the checkpoint, agree across ranks, claim --out, build the model, open the log, say what
+ * the run is. Returns 1 when there is nothing to do. */
+static int setup(void *ctx, int argc, char **argv, int first)
 {
+    trainer *t = ctx;
+    t->t_start = report_now();
     int explicit_opt[64] = {0};
     char what[CLI_PATH_CAP + 32];
     int n_threads;
@@ -320,7 +324,7 @@ static int setup(trainer *t, int argc, char **argv, int first, report_csv *csv)
     make_windows(t);
     claim_out_dir(t, ck);
     build_model(t, ck, what, n_threads);
-    open_outputs(t, csv);
+    open_outputs(t, &t->csv);
     /* the MFU's denominator: one process keeps the fastest measured on this CPU (peak.h);
      * ranks measure at once (they share the cores) and sum theirs */
     t->clk.flops_step = step_flops(c, text_vocab_size(text_corpus_vocab(t->corpus)));
@@ -379,21 +383,19 @@ static void save(void *ctx, const char *path, int kind)
 static void describe(void *ctx, const double *last, char *buf, size_t cap)
 {
     (void)ctx;
-    if (isfinite(last[H_EVVA]))
-        snprintf(buf, cap, "val %.4f", last[H_EVVA]);
-    else
-        snprintf(buf, cap, "val -");
+    train_describe(buf, cap, "val ", last[H_EVVA], "%.4f", last[H_EVVA]);
 }
 
-/* The trainer, set for this run (after setup). */
-static void loop_setup(trainer *t)
+/* The plan hook (train_program): the loop set for this run, after setup. */
+static void loop_setup(void *ctx)
 {
+    trainer *t = ctx;
     const gpt_run_config *c = &t->cfg;
     train_loop *L = &t->loop;
-    report_progress_start(&t->prog);
-    report_progress_mode(&t->prog, c->progress, dist_with_mpi());
-    L->h = (train_hooks){t, forward, backward, evaluate_both, save, describe, dist_max};
-    train_loop_plan(L, t->r.opt, t->r.pt, t->r.n_pt, &t->r.step, &TRAIN_PLAN_OF(c));
+    report_progress_start(&t->prog, c->progress, dist_with_mpi());
+    train_loop_plan(L, &(train_hooks){t, forward, backward, evaluate_both, save, describe,
+                                      dist_max},
+                    t->r.opt, t->r.pt, t->r.n_pt, &t->r.step, &TRAIN_PLAN_OF(c));
     snprintf(t->eval_what, sizeof t->eval_what, " (%zu batches per split)", c->eval_batches);
     /* an evaluation: forwards of both splits' batches, a third of a step each */
     train_loop_report(L, &(train_report){2, H_EVVA, &t->r.best_val, &t->r.best_step,
@@ -402,33 +404,24 @@ static void loop_setup(trainer *t)
                                          t->elapsed0, t->t_start, &t->prog});
 }
 
-int gpt_train_main(int argc, char **argv, int first)
+/* After the loop: rank 0 writes the files and says what the run did; the other ranks wait
+ * for it (mpirun ends the job when a rank exits non-zero, as after a signal). */
+static void finish(void *ctx, int completed)
 {
-    static trainer tr; /* static: zeroed, and large path buffers off the stack */
-    trainer *t = &tr;
-    t->t_start = report_now();
-    train_loop_init(&t->loop);
-    report_csv csv = {0};
-    if (setup(t, argc, argv, first, &csv)) {
-        trainer_free(t);
-        return 0; /* a finished run: nothing to do */
-    }
+    trainer *t = ctx;
     const gpt_run_config *c = &t->cfg;
-    loop_setup(t);
-    const int rc = train_loop_run_and_close(&t->loop);
-    if (rc)
-        return rc;
-    const int completed = t->r.step == c->steps;
     const train_loop *L = &t->loop;
     const double tok_s = L->loop_s > 0 ? (double)(L->steps_done * c->batch * c->context) /
                                              L->loop_s : 0;
     const int sig = report_stop_signal();
-    if (t->rank0) /* rank 0 writes the files; the others exit after it (mpirun ends the job
-                     when a rank exits non-zero, as after a signal) */
+    if (t->rank0)
         gpt_finish_run(t, tok_s, completed, sig);
-    trainer_free(t);
     dist_barrier();
-    /* 128 + the signal, on every rank (that of a rank which got none too): mpirun passes
-     * the first non-zero status on, so the job's is the signal's as for one process */
-    return t->loop.stop_sig ? 128 + t->loop.stop_sig : 0;
+}
+
+int gpt_train_main(int argc, char **argv, int first)
+{
+    static trainer tr; /* static: zeroed, and large path buffers off the stack */
+    return train_program_run(&(train_program){&tr, &tr.loop, setup, loop_setup, finish,
+                                              trainer_free}, argc, argv, first);
 }

@@ -49,6 +49,7 @@ typedef struct trainer {
     size_t n_params;
     loop_clock clk;
     train_loop loop;           /* the loop (trainer.h): its clocks, last evaluation, stop */
+    report_csv csv;            /* its log (open on rank 0)                              */
     report_progress prog;      /* its progress line                                    */
     char eval_what[64];        /* the progress line's " (N batches per split)"          */
     char run_id[RUNDIR_ID_CAP]; /* this run's (rundir.h), kept across --resume           */

@@ -168,10 +168,9 @@ static void save(void *ctx, const char *path, int kind)
 static void describe(void *ctx, const double *last, char *buf, size_t cap)
 {
     const toy_loop *tl = ctx;
-    char evs[48] = "-";
-    if (isfinite(last[H_TOK]))
-        snprintf(evs, sizeof evs, "%.2f%% (sequence %.2f%%)", 100 * last[H_TOK],
-                 100 * last[H_SEQ]);
+    char evs[48];
+    train_describe(evs, sizeof evs, "", last[H_TOK], "%.2f%% (sequence %.2f%%)",
+                   100 * last[H_TOK], 100 * last[H_SEQ]);
     snprintf(buf, cap, "acc %.1f%%  held-out %s", 100 * tl->acc_ema, evs);
 }
 
@@ -194,8 +193,7 @@ static void loop_open(toy_loop *tl, run_state *rs, const resume_info *ri, size_t
     peak_training_best(0, rs->n_threads, 1, &rs->peak_src); /* fastest kept (peak.h) */
     rs->peak = rs->peak_src.gflops;
     print_header(tl, ri);
-    report_progress_start(&tl->prog);
-    report_progress_mode(&tl->prog, cfg->progress, 0);
+    report_progress_start(&tl->prog, cfg->progress, 0);
 
     train_loop *L = &rs->loop;
     train_loop_init(L);
@@ -219,8 +217,8 @@ static void loop_open(toy_loop *tl, run_state *rs, const resume_info *ri, size_t
     train_loop_open_log(L, &(train_log){cfg->out, 1, &rs->hist, &tl->csv, rs->step, CSV_HEADER,
                                         CSV_FMTS, rs->run_id, cfg->resume, cfg->force},
                         tl->csv_path, sizeof tl->csv_path);
-    L->h = (train_hooks){tl, forward, backward, evaluate_row, save, describe, NULL};
-    train_loop_plan(L, rs->opt, rs->pt, rs->n_pt, &rs->step, &TRAIN_PLAN_OF(cfg));
+    train_loop_plan(L, &(train_hooks){tl, forward, backward, evaluate_row, save, describe, NULL},
+                    rs->opt, rs->pt, rs->n_pt, &rs->step, &TRAIN_PLAN_OF(cfg));
     L->early_evals = 1;
     L->final_eval = 1;
     /* no best checkpoint; an evaluation: forwards, a third of a step per batch */
