@@ -5,6 +5,7 @@
 #
 #   bash tools/make_g2p_extra.sh [WORDLIST] [OUT]
 #
+# Needs python3 (the word filter) and a build of mha-g2p (MHA_G2P, default build/mha-g2p).
 # WORDLIST: one word a line (default /usr/share/dict/american-english, Debian's package
 # wamerican). OUT: the dictionary written (default runs/g2p-extra.dict), in CMUdict's
 # format, one pronunciation a word, with stress. Train on CMUdict with it by appending it:
