@@ -112,6 +112,27 @@ MHA_API int MHA_NAME(xent_smooth_backward)(size_t N, size_t V, const MHA_REAL *l
                                            const int32_t *targets, double smoothing,
                                            double scale, MHA_REAL *dlogits);
 
+/* ---- Cross-entropy against a teacher's distributions (knowledge distillation) ----------
+ * Each scored row's target distribution mixes the label-smoothed one with soft[r, :]:
+ *   q_r = (1 − w)·((1 − ε)·onehot(t_r) + ε/V) + w·soft_r
+ *   loss = (1/S) Σ_{scored r} −Σ_v q_r[v]·log softmax(z_r)[v]
+ *        = (1/S) Σ_{scored r} ((Σ_v q_r[v])·lse(z_r) − Σ_v q_r[v]·z_r[v])
+ * soft [N, V]: e.g. a teacher model's softmax on the same positions; rows of unscored
+ * positions are not read, a scored row's elements must be finite and >= 0 (normally they
+ * sum to 1; the formula holds for any mass). w = weight in [0, 1]; w = 0 does not read soft
+ * (it may be NULL) and gives exactly xent_smooth_forward's value and gradient. Errors as
+ * xent_smooth_forward, and MHA_EINVAL for w outside [0, 1] or NaN, soft NULL with w > 0,
+ * a negative or non-finite element of a scored row. */
+MHA_API int MHA_NAME(xent_distill_forward)(size_t N, size_t V, const MHA_REAL *logits,
+                                           const int32_t *targets, double smoothing,
+                                           const MHA_REAL *soft, double weight, double *loss,
+                                           size_t *scored);
+/*   dlogits[r,:] += scale·((Σ_v q_r[v])·softmax(z_r) − q_r)   (scored rows) */
+MHA_API int MHA_NAME(xent_distill_backward)(size_t N, size_t V, const MHA_REAL *logits,
+                                            const int32_t *targets, double smoothing,
+                                            const MHA_REAL *soft, double weight,
+                                            double scale, MHA_REAL *dlogits);
+
 /* ---- Dropout on activations (addressable, like the attention dropout) ----------------
  * Element i of call `call` is dropped iff the 32-bit output at position
  *   call·2^40 + i

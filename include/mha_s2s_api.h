@@ -116,6 +116,18 @@ MHA_API MHA_NAME(decoder_block) *MHA_NAME(s2s_decoder_block)(MHA_NAME(s2s) *m, s
 MHA_API int MHA_NAME(s2s_forward)(MHA_NAME(s2s) *m, int training, size_t B, size_t S,
                                   const int32_t *src, const size_t *src_len, size_t T,
                                   const int32_t *tgt_in, const int32_t *targets, double *loss);
+/* s2s_forward whose loss has a distillation term (knowledge distillation from a teacher,
+ * e.g. an ensemble's softmax on the same pairs): each scored position's target
+ * distribution is (1 − w)·(the label-smoothed one) + w·soft[b, t, :] (xent_distill_forward
+ * of mha_layers_api.h), w = weight in [0, 1]. soft [B, T, Vt] is copied (for backward);
+ * its rows at unscored positions are not read. weight 0 is s2s_forward exactly (soft may be
+ * NULL). Errors as s2s_forward, and MHA_EINVAL for weight outside [0, 1], soft or targets
+ * NULL with weight > 0, a negative or non-finite element of a scored row; MHA_ENOMEM (the
+ * first call allocates the copy's buffer, [max_batch, tgt_context, Vt]). */
+MHA_API int MHA_NAME(s2s_forward_distill)(MHA_NAME(s2s) *m, int training, size_t B, size_t S,
+                                          const int32_t *src, const size_t *src_len, size_t T,
+                                          const int32_t *tgt_in, const int32_t *targets,
+                                          const MHA_REAL *soft, double weight, double *loss);
 /* Gradients of the last forward's mean loss, accumulated into every parameter's gradient.
  * One backward per forward with targets (MHA_ESTATE otherwise). */
 MHA_API int MHA_NAME(s2s_backward)(MHA_NAME(s2s) *m);

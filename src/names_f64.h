@@ -83,6 +83,8 @@
 #define mha_xent_backward mhad_xent_backward
 #define mha_xent_smooth_forward mhad_xent_smooth_forward
 #define mha_xent_smooth_backward mhad_xent_smooth_backward
+#define mha_xent_distill_forward mhad_xent_distill_forward
+#define mha_xent_distill_backward mhad_xent_distill_backward
 
 /* src/mha_cache.inc */
 #define mha_cache_size_mode mhad_cache_size_mode
@@ -172,6 +174,7 @@
 
 /* src/s2s_forward.inc */
 #define mha_s2s_forward mhad_s2s_forward
+#define mha_s2s_forward_distill mhad_s2s_forward_distill
 #define mha_s2s_backward mhad_s2s_backward
 #define mha_s2s_logits mhad_s2s_logits
 #define mha_s2s_memory mhad_s2s_memory

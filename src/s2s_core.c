@@ -69,6 +69,9 @@ struct X(s2s) {
     uint64_t *keep_t;       /* D1 */
     REAL *nf, *meanf, *rstdf; /* D3 */
     REAL *logits, *dlogits; /* [cap_b·Tt, Vt] */
+    REAL *soft;             /* [cap_b·Tt, Vt] the last distillation forward's targets
+                               (allocated by the first, s2s_forward_distill)           */
+    double soft_w;          /* its weight; 0: the loss has no distillation term        */
     REAL *ga, *gb;          /* [max(Rs,Rt), C] backward ping-pong                   */
     REAL *dmem;             /* [Rs, C] dL/dmem                                       */
     X(block_work_) work;    /* every block's backward workspace                      */
@@ -89,7 +92,7 @@ void mha_s2s_destroy(S2S *m)
     if (m->dec)
         for (size_t l = 0; l < m->Ld; l++)
             X(decoder_block_destroy)(m->dec[l]);
-    MHA__FREE_ALL(m->enc, m->dec, m->names, m->name_of, m->block, m);
+    MHA__FREE_ALL(m->enc, m->dec, m->names, m->name_of, m->soft, m->block, m);
 }
 
 static int X(s2s_config_resolve_)(const mha_s2s_config *in, mha_s2s_config *out)

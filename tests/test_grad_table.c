@@ -12,7 +12,8 @@
  *      module's larger shapes); dropout masks replayed by rewinding the call counter before
  *      each evaluation. The loss is Σ R ⊙ y for the module and a block (R fixed and random:
  *      Σ y through a softmax would hide bugs), the model's own mean (label-smoothed)
- *      cross-entropy for a model, with unscored target positions;
+ *      cross-entropy for a model, with unscored target positions (s2s_distill: with a
+ *      distillation term towards random teacher distributions);
  *   2. accumulation: a second forward + backward without zeroing gives twice every
  *      gradient, the inputs' too (1e-15 + 1e-12 relative); zero_grad clears every
  *      parameter gradient;
@@ -83,6 +84,8 @@ typedef struct gcase {
     int ctx, mask, klen;  /* MODULE */
     size_t dirs;
     int no_fd; /* sizes for the parallel paths: finite differences are the small rows' */
+    double distill; /* S2S: weight of a distillation term (s2s_forward_distill) towards
+                       random teacher distributions; 0: s2s_forward                    */
 } gcase;
 
 /* The GPT of the checks: V 7, context 6, 2 layers, H 2, C 8. */
@@ -215,6 +218,9 @@ static const gcase CASES[] = {
      .seed = 854, .call0 = 5, .s2s = S2S_SMALL(0.2, 0.2, 0.1, 0, STORED, 854)},
     {.name = "s2s_untied", .k = S2S, .B = 2, .T = 4, .S = 5, .len = LENS(5, 2), .seed = 841,
      .call0 = 5, .s2s = S2S_SMALL(0.0, 0.0, 0.1, 1, STORED, 841)},
+    /* the loss with a distillation term: label smoothing, dropout, weight 0.4 */
+    {.name = "s2s_distill", .k = S2S, .B = 3, .T = 4, .S = 5, .len = LENS(5, 2, 4), .seed = 405,
+     .call0 = 5, .s2s = S2S_SMALL(0.1, 0.1, 0.1, 0, STORED, 405), .distill = 0.4},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 
@@ -238,6 +244,7 @@ typedef struct run {
     double *x, *mem, *y, *r, *dx, *dmem; /* (dmem; the module: x_context, dx_context)    */
     size_t lens[8];            /* the lengths the forward is given (c->len, copied)      */
     int32_t *src, *tgt, *targets; /* models (the GPT: tokens tgt, targets)              */
+    double *soft;              /* S2S with distill: teacher distributions [B·T, Vt]      */
     size_t scored;
 } run;
 
@@ -380,6 +387,18 @@ static void make(run *r, const gcase *c, int threads)
         r->targets[2 * c->T - 2] = -1;
     for (size_t i = 0; i < nt; i++)
         r->scored += r->targets[i] >= 0;
+    if (c->distill > 0) { /* each row a distribution, none of its elements 0 */
+        const size_t V = cfg.tgt_vocab;
+        r->soft = xmalloc(nt * V * sizeof *r->soft);
+        fill_uniform(r->soft, nt * V, 0.05, 1.0, c->seed + 6);
+        for (size_t i = 0; i < nt; i++) {
+            double sum = 0;
+            for (size_t v = 0; v < V; v++)
+                sum += r->soft[i * V + v];
+            for (size_t v = 0; v < V; v++)
+                r->soft[i * V + v] /= sum;
+        }
+    }
 }
 
 static void destroy(run *r)
@@ -392,7 +411,8 @@ static void destroy(run *r)
     mhad_decoder_block_destroy(r->dec);
     mhad_gpt_destroy(r->g);
     mhad_s2s_destroy(r->m);
-    void *own[] = {r->x, r->mem, r->y, r->r, r->dx, r->dmem, r->src, r->tgt, r->targets};
+    void *own[] = {r->x,   r->mem, r->y,   r->r,       r->dx,
+                   r->dmem, r->src, r->tgt, r->targets, r->soft};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         free(own[i]);
 }
@@ -442,6 +462,9 @@ static int loss_fn(void *ctx, double *loss)
                             : st;
     default:
         st = mhad_s2s_set_call_index(r->m, c->call0);
+        if (st == MHA_OK && c->distill > 0)
+            return mhad_s2s_forward_distill(r->m, r->training, c->B, c->S, r->src, c->len, c->T,
+                                            r->tgt, r->targets, r->soft, c->distill, loss);
         return st == MHA_OK ? mhad_s2s_forward(r->m, r->training, c->B, c->S, r->src, c->len,
                                                c->T, r->tgt, r->targets, loss)
                             : st;
@@ -664,6 +687,7 @@ typedef struct frun {
     mha_gpt *g;
     mha_s2s *m;
     float *x, *mem, *y, *r, *dx, *dmem;
+    float *soft; /* the run's soft, rounded */
     size_t C; /* the module's width */
 } frun;
 
@@ -742,8 +766,10 @@ static double f_step(frun *f, const run *r)
         return loss;
     default:
         assert_int_equal(mha_s2s_set_call_index(f->m, c->call0), MHA_OK);
-        assert_int_equal(mha_s2s_forward(f->m, r->training, c->B, c->S, r->src, c->len, c->T,
-                                         r->tgt, r->targets, &loss), MHA_OK);
+        assert_int_equal(mha_s2s_forward_distill(f->m, r->training, c->B, c->S, r->src, c->len,
+                                                 c->T, r->tgt, r->targets, f->soft, c->distill,
+                                                 &loss),
+                         MHA_OK);
         assert_int_equal(mha_s2s_backward(f->m), MHA_OK);
         return loss;
     }
@@ -819,6 +845,8 @@ static void check_f32(run *r, mha_gc_tensor *t, size_t n, size_t np)
         round_into(r->mem, r->nm, &f.mem);
         f.dmem = xcalloc(r->nm, sizeof *f.dmem);
     }
+    if (r->soft)
+        round_into(r->soft, c->B * c->T * c->s2s->tgt_vocab, &f.soft);
     double ld;
     zero_grad(r);
     if (r->dx)
@@ -856,7 +884,7 @@ static void check_f32(run *r, mha_gc_tensor *t, size_t n, size_t np)
     mha_decoder_block_destroy(f.dec);
     mha_gpt_destroy(f.g);
     mha_s2s_destroy(f.m);
-    void *own[] = {f.x, f.mem, f.y, f.r, f.dx, f.dmem};
+    void *own[] = {f.x, f.mem, f.y, f.r, f.dx, f.dmem, f.soft};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         free(own[i]);
 }

@@ -572,6 +572,259 @@ static void s2s_xent_smooth_refusals(void **state)
     assert_null(m);
 }
 
+/* ==== cross-entropy with a distillation term ============================================== */
+
+/* Rows of q [N, V] uniform in [0.05, 1), each normalised to sum 1 unless `mass` is not 1
+ * (then it sums to mass: the formula holds for any). */
+static void fill_soft(double *q, size_t N, size_t V, double mass, uint64_t seed)
+{
+    fill_uniform(q, N * V, 0.05, 1.0, seed);
+    for (size_t r = 0; r < N; r++) {
+        double sum = 0;
+        for (size_t v = 0; v < V; v++)
+            sum += q[r * V + v];
+        for (size_t v = 0; v < V; v++)
+            q[r * V + v] *= mass / sum;
+    }
+}
+
+/* The loss is the mean over scored rows of −Σ_v q_v·log softmax(z)_v, q = (1 − w)·((1 −
+ * ε)·onehot(t) + ε/V) + w·soft, in float64 (1e-14) and float32 (1e-6); soft's rows at
+ * unscored positions are not read (a NaN and a negative there change nothing); w = 0 is
+ * xent_smooth exactly, soft NULL or not, forward and backward; w = 1 with soft the smoothed
+ * one-hot is the smoothed loss; backward accumulates and leaves unscored rows alone. */
+static void s2s_xent_distill_value(void **state)
+{
+    (void)state;
+    enum { N = 6, V = 7 };
+    double z[N * V], q[N * V];
+    float zf[N * V], qf[N * V];
+    fill_uniform(z, N * V, -3.0, 3.0, 521);
+    fill_soft(q, N, V, 1.0, 522);
+    const int32_t targets[N] = {3, -1, 0, 6, 2, -1};
+    q[1 * V + 2] = NAN; /* unscored rows: never read */
+    q[5 * V + 0] = -1.0;
+    for (size_t i = 0; i < N * V; i++) {
+        zf[i] = (float)z[i];
+        qf[i] = (float)q[i];
+    }
+    const double eps = 0.15, w = 0.35;
+    double want = 0;
+    size_t cnt = 0;
+    for (size_t r = 0; r < N; r++) {
+        if (targets[r] < 0)
+            continue;
+        const double *row = z + r * V;
+        double mx = row[0], se = 0;
+        for (size_t v = 0; v < V; v++)
+            mx = fmax(mx, row[v]);
+        for (size_t v = 0; v < V; v++)
+            se += exp(row[v] - mx);
+        for (size_t v = 0; v < V; v++) {
+            const double qm = (1 - w) * ((v == (size_t)targets[r] ? 1 - eps : 0) + eps / V) +
+                              w * q[r * V + v];
+            want -= qm * (row[v] - mx - log(se));
+        }
+        cnt++;
+    }
+    want /= (double)cnt;
+    double loss = NAN, lossf = NAN, a = NAN, b = NAN;
+    size_t scored = 0;
+    assert_int_equal(mhad_xent_distill_forward(N, V, z, targets, eps, q, w, &loss, &scored),
+                     MHA_OK);
+    assert_int_equal(scored, cnt);
+    assert_close(loss, want, 0, 1e-14);
+    assert_int_equal(mha_xent_distill_forward(N, V, zf, targets, eps, qf, w, &lossf, NULL),
+                     MHA_OK);
+    assert_close(lossf, want, 0, 1e-6);
+    /* w = 0: the smoothed loss bit for bit */
+    assert_int_equal(mhad_xent_smooth_forward(N, V, z, targets, eps, &a, NULL), MHA_OK);
+    assert_int_equal(mhad_xent_distill_forward(N, V, z, targets, eps, NULL, 0.0, &b, NULL),
+                     MHA_OK);
+    assert_true(a == b);
+    assert_int_equal(mhad_xent_distill_forward(N, V, z, targets, eps, q, 0.0, &b, NULL), MHA_OK);
+    assert_true(a == b);
+    double g1[N * V] = {0}, g2[N * V] = {0};
+    assert_int_equal(mhad_xent_smooth_backward(N, V, z, targets, eps, 0.25, g1), MHA_OK);
+    assert_int_equal(mhad_xent_distill_backward(N, V, z, targets, eps, q, 0.0, 0.25, g2),
+                     MHA_OK);
+    assert_memory_equal(g1, g2, sizeof g1);
+    /* w = 1 with soft = the smoothed one-hot: the smoothed loss and gradient */
+    double oh[N * V];
+    for (size_t r = 0; r < N; r++)
+        for (size_t v = 0; v < V; v++)
+            oh[r * V + v] = targets[r] < 0 ? NAN
+                                           : (v == (size_t)targets[r] ? 1 - eps : 0) + eps / V;
+    assert_int_equal(mhad_xent_distill_forward(N, V, z, targets, eps, oh, 1.0, &b, NULL),
+                     MHA_OK);
+    assert_close(b, a, 0, 1e-14);
+    memset(g2, 0, sizeof g2);
+    assert_int_equal(mhad_xent_distill_backward(N, V, z, targets, eps, oh, 1.0, 0.25, g2),
+                     MHA_OK);
+    for (size_t i = 0; i < N * V; i++)
+        assert_close(g2[i], g1[i], 1e-15, 0);
+    /* accumulation; unscored rows untouched; a scored row's gradient sums to 0 (mass 1) */
+    memset(g1, 0, sizeof g1);
+    assert_int_equal(mhad_xent_distill_backward(N, V, z, targets, eps, q, w, 1.0, g1), MHA_OK);
+    memcpy(g2, g1, sizeof g1);
+    assert_int_equal(mhad_xent_distill_backward(N, V, z, targets, eps, q, w, 1.0, g2), MHA_OK);
+    for (size_t r = 0; r < N; r++) {
+        double sum = 0;
+        for (size_t v = 0; v < V; v++) {
+            assert_close(g2[r * V + v], 2 * g1[r * V + v], 0, 1e-15);
+            sum += g1[r * V + v];
+            if (targets[r] < 0)
+                assert_true(g1[r * V + v] == 0.0);
+        }
+        assert_close(sum, 0.0, 1e-15, 0);
+    }
+}
+
+typedef struct distill_problem {
+    size_t N, V;
+    double *z;
+    const int32_t *targets;
+    double eps, w;
+    const double *q;
+} distill_problem;
+
+static int distill_loss(void *ctx, double *loss)
+{
+    distill_problem *pb = ctx;
+    return mhad_xent_distill_forward(pb->N, pb->V, pb->z, pb->targets, pb->eps, pb->q, pb->w,
+                                     loss, NULL);
+}
+
+/* d(mean loss)/dz against finite differences, every element: ε 0.1 with w 0.4 and
+ * distributions; ε 0 with w 1 and rows of mass 0.7 (the formula's general case). */
+static void s2s_xent_distill_grad(void **state)
+{
+    (void)state;
+    enum { N = 5, V = 6 };
+    const int32_t targets[N] = {1, 5, -1, 0, 3};
+    for (int k = 0; k < 2; k++) {
+        double z[N * V], q[N * V], g[N * V] = {0};
+        fill_uniform(z, N * V, -2.0, 2.0, 531 + k);
+        fill_soft(q, N, V, k ? 0.7 : 1.0, 533 + k);
+        distill_problem pb = {.N = N, .V = V, .z = z, .targets = targets, .eps = k ? 0.0 : 0.1,
+                              .w = k ? 1.0 : 0.4, .q = q};
+        assert_int_equal(mhad_xent_distill_backward(N, V, z, targets, pb.eps, q, pb.w, 1.0 / 4,
+                                                    g),
+                         MHA_OK);
+        mha_gc_tensor t = {.name = "logits", .value = z, .grad = g, .n = N * V};
+        mha_gc_result res;
+        mha_gc_options opt = {.atol = GC_ATOL, .rtol = GC_RTOL};
+        assert_int_equal(mha_gradcheck(distill_loss, &pb, &t, 1, &opt, &res), MHA_OK);
+        assert_gc_pass("xent_distill", &t, &res, 1);
+    }
+}
+
+/* Refused, nothing written: w < 0, w > 1, NaN; soft NULL with w > 0; a negative, NaN or
+ * infinite element of a scored row (the layer and the model); the model's
+ * s2s_forward_distill with weight 0 is s2s_forward bit for bit (loss, logits, gradients). */
+static void s2s_xent_distill_refusals(void **state)
+{
+    (void)state;
+    enum { N = 2, V = 3 };
+    double z[N * V] = {0.1, 0.2, 0.3, -1, 0, 1}, g[N * V], q[N * V];
+    const int32_t targets[N] = {0, 2};
+    fill_soft(q, N, V, 1.0, 541);
+    for (size_t i = 0; i < N * V; i++)
+        g[i] = SENTINEL;
+    double loss = SENTINEL;
+    size_t scored = 77;
+    const double bad_w[] = {-0.1, 1.5, NAN, INFINITY};
+    for (size_t k = 0; k < sizeof bad_w / sizeof bad_w[0]; k++) {
+        assert_int_equal(mhad_xent_distill_forward(N, V, z, targets, 0.1, q, bad_w[k], &loss,
+                                                   &scored),
+                         MHA_EINVAL);
+        assert_int_equal(mhad_xent_distill_backward(N, V, z, targets, 0.1, q, bad_w[k], 1.0, g),
+                         MHA_EINVAL);
+    }
+    assert_int_equal(mhad_xent_distill_forward(N, V, z, targets, 0.1, NULL, 0.5, &loss, NULL),
+                     MHA_EINVAL);
+    const double bad_q[] = {-1e-9, NAN, INFINITY};
+    for (size_t k = 0; k < sizeof bad_q / sizeof bad_q[0]; k++) {
+        const double keep = q[4];
+        q[4] = bad_q[k]; /* row 1, scored */
+        assert_int_equal(mhad_xent_distill_forward(N, V, z, targets, 0.1, q, 0.5, &loss,
+                                                   &scored),
+                         MHA_EINVAL);
+        assert_int_equal(mhad_xent_distill_backward(N, V, z, targets, 0.1, q, 0.5, 1.0, g),
+                         MHA_EINVAL);
+        q[4] = keep;
+    }
+    assert_true(loss == SENTINEL);
+    assert_int_equal(scored, 77);
+    assert_true(all_equal_to(g, N * V, SENTINEL));
+    /* the model */
+    enum { B = 2, S = 5, T = 4, Vt = 9 };
+    static const size_t len[B] = {5, 3};
+    mha_s2s_config cfg = small_config(0.1, 0.1, 0.1, 551);
+    mhad_s2s *m;
+    assert_int_equal(mhad_s2s_create(&m, &cfg, B), MHA_OK);
+    randomize_s2s(m, 551);
+    int32_t src[B * S], tgt[B * T], tout[B * T];
+    fill_ids(src, B * S, 1, 7, 552);
+    fill_ids(tgt, B * T, 0, Vt, 553);
+    fill_ids(tout, B * T, 0, Vt, 554);
+    tout[3] = -1;
+    double soft[B * T * Vt];
+    fill_soft(soft, B * T, Vt, 1.0, 555);
+    double l0 = 0, l1 = 0;
+    size_t np = 0;
+    double *grads = mhad_s2s_grads(m, &np), *g0 = xmalloc(np * sizeof *g0);
+    double logits[B * T * Vt];
+    assert_int_equal(mhad_s2s_zero_grad(m), MHA_OK);
+    assert_int_equal(mhad_s2s_forward(m, 1, B, S, src, len, T, tgt, tout, &l0), MHA_OK);
+    assert_int_equal(mhad_s2s_backward(m), MHA_OK);
+    memcpy(g0, grads, np * sizeof *g0);
+    memcpy(logits, mhad_s2s_logits(m, NULL), sizeof logits);
+    assert_int_equal(mhad_s2s_set_call_index(m, 0), MHA_OK);
+    assert_int_equal(mhad_s2s_zero_grad(m), MHA_OK);
+    assert_int_equal(mhad_s2s_forward_distill(m, 1, B, S, src, len, T, tgt, tout, soft, 0.0,
+                                              &l1),
+                     MHA_OK);
+    assert_int_equal(mhad_s2s_backward(m), MHA_OK);
+    assert_true(l0 == l1);
+    assert_memory_equal(logits, mhad_s2s_logits(m, NULL), sizeof logits);
+    assert_memory_equal(g0, grads, np * sizeof *g0);
+    /* a distillation forward changes the loss; then a plain one is s2s_forward again */
+    assert_int_equal(mhad_s2s_set_call_index(m, 0), MHA_OK);
+    assert_int_equal(mhad_s2s_forward_distill(m, 1, B, S, src, len, T, tgt, tout, soft, 0.5,
+                                              &l1),
+                     MHA_OK);
+    assert_true(l1 != l0 && isfinite(l1));
+    assert_int_equal(mhad_s2s_set_call_index(m, 0), MHA_OK);
+    assert_int_equal(mhad_s2s_zero_grad(m), MHA_OK);
+    assert_int_equal(mhad_s2s_forward(m, 1, B, S, src, len, T, tgt, tout, &l1), MHA_OK);
+    assert_int_equal(mhad_s2s_backward(m), MHA_OK);
+    assert_true(l0 == l1);
+    assert_memory_equal(g0, grads, np * sizeof *g0);
+    double bad = SENTINEL;
+    assert_int_equal(mhad_s2s_forward_distill(m, 1, B, S, src, len, T, tgt, tout, soft, 1.5,
+                                              &bad),
+                     MHA_EINVAL);
+    assert_int_equal(mhad_s2s_forward_distill(m, 1, B, S, src, len, T, tgt, tout, NULL, 0.5,
+                                              &bad),
+                     MHA_EINVAL);
+    assert_int_equal(mhad_s2s_forward_distill(m, 1, B, S, src, len, T, tgt, NULL, soft, 0.5,
+                                              &bad),
+                     MHA_EINVAL);
+    soft[Vt + 1] = -0.5; /* position 1 is scored */
+    assert_int_equal(mhad_s2s_forward_distill(m, 1, B, S, src, len, T, tgt, tout, soft, 0.5,
+                                              &bad),
+                     MHA_EINVAL);
+    soft[Vt + 1] = 0.1;
+    soft[3 * Vt] = NAN; /* position 3 is not: not read */
+    assert_int_equal(mhad_s2s_forward_distill(m, 1, B, S, src, len, T, tgt, tout, soft, 0.5,
+                                              &bad),
+                     MHA_OK);
+    assert_true(isfinite(bad));
+    free(g0);
+    mhad_s2s_destroy(m);
+}
+
 /* ==== float32 against float64 ============================================================= */
 
 /* float32 and float64 models with the same parameters agree: loss within 1e-5 relative,
@@ -3033,6 +3286,9 @@ int main(void)
         cmocka_unit_test(s2s_xent_smooth_grad),
         cmocka_unit_test(s2s_xent_smooth_large_logits),
         cmocka_unit_test(s2s_xent_smooth_refusals),
+        cmocka_unit_test(s2s_xent_distill_value),
+        cmocka_unit_test(s2s_xent_distill_grad),
+        cmocka_unit_test(s2s_xent_distill_refusals),
         cmocka_unit_test(s2s_model_f32_matches_f64),
         cmocka_unit_test(s2s_kv_cross_cached_matches_forward),
         cmocka_unit_test(s2s_infer_matches_full_forward),
