@@ -4,9 +4,9 @@
  * and names words it cannot spell (a line holding a NUL byte too; a huge word by its
  * first bytes and length), exits 1 when its output cannot be written, eval writes its
  * numbers and the wrong words, bad input is refused with exit 2 and a message naming the
- * file, an ensemble of a model with itself is the model; and the committed model (and the
- * committed ensemble) reproduces the test-set numbers its summary claims, at 1
- * and 2 threads.
+ * file, an ensemble of a model with itself is the model, --distill learns from teachers
+ * (weight 0 is a run without it; refusals); and the committed model (and the committed
+ * ensemble) reproduces the test-set numbers its summary claims, at 1 and 2 threads.
  */
 #include <math.h>
 #include <signal.h>
@@ -926,6 +926,92 @@ static void g2p_reverse_and_rescore(void **state)
                  file_exists("x5/eval.json"));
 }
 
+/* 1 if checkpoints a and b (in tmpdir) hold the same tensors, bit for bit. */
+static int same_tensors(const char *a, const char *b)
+{
+    char pa[512], pb[512], err[256];
+    snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
+    snprintf(pb, sizeof pb, "%s/%s", tmpdir, b);
+    mha_st_file *fa = NULL, *fb = NULL;
+    assert_int_equal(mha_st_load(pa, &fa, err, sizeof err), MHA_OK);
+    assert_int_equal(mha_st_load(pb, &fb, err, sizeof err), MHA_OK);
+    int same = mha_st_count(fa) == mha_st_count(fb);
+    for (size_t i = 0; same && i < mha_st_count(fa); i++) {
+        mha_st_tensor x, y;
+        assert_int_equal(mha_st_tensor_at(fa, i, &x), MHA_OK);
+        assert_int_equal(mha_st_tensor_at(fb, i, &y), MHA_OK);
+        size_t n = mha_st_dtype_size(x.dtype);
+        for (size_t d = 0; d < x.ndim; d++)
+            n *= x.shape[d];
+        same = strcmp(x.name, y.name) == 0 && x.dtype == y.dtype && x.ndim == y.ndim &&
+               memcmp(x.shape, y.shape, x.ndim * sizeof x.shape[0]) == 0 &&
+               memcmp(x.data, y.data, n) == 0;
+    }
+    mha_st_free(fa);
+    mha_st_free(fb);
+    return same;
+}
+
+/* train --distill: weight 0 trains the very weights of a run without it; weight 0.5 others,
+ * says so in its header and stores both options; a resumed distilled run is the
+ * uninterrupted one bit for bit (the teachers' pass repeated, the options from the
+ * checkpoint); refused with exit 2 and nothing trained: a teacher of other symbols, of the
+ * other direction, a missing file, a weight outside [0, 1], another --distill on --resume. */
+static void g2p_train_distill(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    assert_int_equal(g2p("t", "train --data d.dict " TINY " --steps 30 --eval-every 30 "
+                              "--seed 5 --out t"), 0);
+    assert_int_equal(g2p("p", "train --data d.dict " TINY " --steps 12 --eval-every 6 "
+                              "--out p"), 0);
+    assert_int_equal(g2p("z", "train --data d.dict " TINY " --steps 12 --eval-every 6 "
+                              "--distill t/best.safetensors --distill-weight 0 --out z"), 0);
+    assert_true(same_tensors("p/checkpoint.safetensors", "z/checkpoint.safetensors"));
+    assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 12 --eval-every 6 "
+                              "--distill t/best.safetensors --out a"), 0);
+    assert_file_contains("a.out", "distillation from 1 teacher(s) t/best.safetensors, weight 0.5");
+    assert_false(same_tensors("p/checkpoint.safetensors", "a/checkpoint.safetensors"));
+    mha_st_file *f = NULL;
+    char err[512] = "", path[512];
+    snprintf(path, sizeof path, "%s/a/checkpoint.safetensors", tmpdir);
+    if (mha_st_load(path, &f, err, sizeof err) != MHA_OK)
+        fail_msg("%s", err);
+    assert_string_equal(mha_st_meta(f, "distill"), "t/best.safetensors");
+    assert_string_equal(mha_st_meta(f, "distill-weight"), "0.5");
+    mha_st_free(f);
+    assert_int_equal(g2p("b1", "train --data d.dict " TINY " --steps 12 --eval-every 6 "
+                               "--distill t/best.safetensors --stop-after 6 --out b"), 0);
+    assert_int_equal(g2p("b2", "train --resume b/checkpoint.safetensors"), 0);
+    assert_file_contains("b2.out", "distillation from 1 teacher(s)");
+    assert_same_checkpoint("a/checkpoint.safetensors", "b/checkpoint.safetensors");
+
+    /* refusals */
+    assert_int_equal(g2p("r", "train --data d.dict " TINY " --steps 4 --reverse --out r"), 0);
+    assert_int_equal(g2p("x1", "train --data d.dict " TINY " --steps 4 --distill "
+                               "r/best.safetensors --out x1"), 2);
+    assert_file_contains("x1.err", "cannot distill from r/best.safetensors: it writes "
+                                   "pronunciations right to left");
+    write_file("o.tsv", "abc\tx y z\nabd\tx y w\nbcd\ty z w\n", 31);
+    assert_int_equal(g2p("o", "train --data o.tsv " TINY " --batch 2 --steps 2 --out o"), 0);
+    assert_int_equal(g2p("x2", "train --data d.dict " TINY " --steps 4 --distill "
+                               "t/best.safetensors:o/best.safetensors --out x2"), 2);
+    assert_file_contains("x2.err", "other symbols");
+    assert_int_equal(g2p("x3", "train --data d.dict " TINY " --steps 4 --distill "
+                               "nothing.safetensors --out x3"), 2);
+    assert_file_contains("x3.err", "nothing.safetensors");
+    assert_int_equal(g2p("x4", "train --data d.dict " TINY " --steps 4 --distill "
+                               "t/best.safetensors --distill-weight 1.5 --out x4"), 2);
+    assert_file_contains("x4.err", "--distill-weight");
+    assert_int_equal(g2p("x5", "train --resume b/checkpoint.safetensors --steps 20 "
+                               "--distill p/best.safetensors"), 2);
+    assert_file_contains("x5.err", "--distill");
+    assert_false(file_exists("x1/checkpoint.safetensors") ||
+                 file_exists("x2/checkpoint.safetensors") ||
+                 file_exists("x3/checkpoint.safetensors") ||
+                 file_exists("x4/checkpoint.safetensors"));
+}
+
 /* --keep-checkpoints K keeps the last K checkpoints as checkpoint-<step>.safetensors, each
  * the very file checkpoint.safetensors was at that step, also across --resume; they are
  * the run's like its other checkpoints: a new run is refused a directory holding only such
@@ -1081,6 +1167,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_reverse_and_rescore, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_keep_checkpoints, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_train_distill, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_nonfinite, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_decode_memory_refused, tmpdir_setup,
                                         tmpdir_teardown),

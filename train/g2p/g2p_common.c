@@ -45,6 +45,14 @@ const cli_opt G2P_TRAIN_OPTS[] = {
      "dropout on attention weights, residual branches and embeddings (training only)", NULL},
     {"label-smoothing", CLI_DBL, OFF(label_smoothing), 0, 0.99, 1, "E",
      "label smoothing of the training loss", NULL},
+    {"distill", CLI_STR, OFF(distill), 0, 0, 4, "FILE[:FILE...]",
+     "knowledge distillation from teachers: models of mha-g2p of the same symbols and "
+     "direction (up to 8) whose mean distribution at every training position (their softmax "
+     "given the reference's prefix, computed once at the start) becomes part of its target: "
+     "(1 - W) x the label-smoothed reference + W x the teachers' (W = --distill-weight); "
+     "empty: none", NULL},
+    {"distill-weight", CLI_DBL, OFF(distill_weight), 0, 1, 4, "W",
+     "the teachers' share of each target with --distill", NULL},
     {"reverse", CLI_FLAG, OFF(reverse), 0, 1, 4, "",
      "train a right-to-left model: it writes each pronunciation from its last token to its "
      "first (eval and pronounce turn its output around; their --rescore uses one to rescore "
@@ -164,12 +172,33 @@ void g2p_defaults(g2p_config *c)
         .mlp_dim = 640, .batch = 128, .steps = 26000, .lr = 1.5e-3, .min_lr = 1e-5,
         .warmup = 600, .beta2 = 0.98, .weight_decay = 0.01, .clip = 1.0,
         .dropout = 0, /* docs/g2p_sweep.md: s26k-p0 and s29k-p0 beat s26k-p05 on validation */
-        .label_smoothing = 0.1, .seed = 1337, .eval_every = 1000, .eval_words = 1000000,
-        .ckpt_every = 1000, .threads = 2, .precision = G2P_PRECISION_AUTO, .out = "runs/g2p",
-        .beam = 1, .nbest = 1, .alpha = 1.0, .rescore_weight = 1.0, .run_threads = 2};
+        .label_smoothing = 0.1, .distill_weight = 0.5, .seed = 1337, .eval_every = 1000,
+        .eval_words = 1000000, .ckpt_every = 1000, .threads = 2,
+        .precision = G2P_PRECISION_AUTO, .out = "runs/g2p", .beam = 1, .nbest = 1, .alpha = 1.0, .rescore_weight = 1.0, .run_threads = 2};
     *c = d;
     g2p_default_path(c->data, sizeof c->data, "data/cmudict.dict");
     g2p_default_path(c->model, sizeof c->model, "models/g2p-cmudict.safetensors");
+}
+
+size_t g2p_split_list(const char *value, const char *opt, char (*paths)[CLI_PATH_CAP],
+                      size_t max)
+{
+    char list[CLI_PATH_CAP];
+    snprintf(list, sizeof list, "%s", value);
+    size_t n = 0;
+    for (char *p = list; list[0] && p;) {
+        char *colon = strchr(p, ':');
+        if (colon)
+            *colon = '\0';
+        if (!*p)
+            cli_die_usage("%s '%s': an empty file name", opt, value);
+        if (n == max)
+            cli_die_usage("%s: at most %zu %s", opt, max,
+                          strcmp(opt, "--ensemble") == 0 ? "models besides --model" : "files");
+        snprintf(paths[n++], CLI_PATH_CAP, "%s", p);
+        p = colon ? colon + 1 : NULL;
+    }
+    return n;
 }
 
 /* ---- memory ---------------------------------------------------------------------------- */
@@ -198,7 +227,7 @@ void g2p_memory_estimate(const g2p_config *cfg, size_t Vs, size_t Vt, double *pa
                    2 * B * T * (double)Vt);
 }
 
-double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt)
+double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt, double other)
 {
     double params, acts;
     g2p_memory_estimate(cfg, Vs, Vt, &params, &acts);
@@ -206,7 +235,8 @@ double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt)
     snprintf(config, sizeof config, "--enc-layers %zu --dec-layers %zu --dim %zu --batch %zu",
              cfg->enc_layers, cfg->dec_layers, cfg->dim, cfg->batch);
     snprintf(batch, sizeof batch, "%zu pairs", cfg->batch);
-    return cli_check_memory(params, acts, 0, config, batch, "--dim or fewer layers", "--batch");
+    return cli_check_memory(params, acts, other, config, batch, "--dim or fewer layers",
+                            "--batch");
 }
 
 /* ---- model, optimizer, checkpoint layout ----------------------------------------------- */

@@ -49,6 +49,8 @@ typedef struct g2p_config {
     double beta2, weight_decay, clip, dropout, label_smoothing;
     int reverse;                 /* --reverse: a right-to-left model (it writes each
                                     pronunciation last token first)                     */
+    char distill[CLI_PATH_CAP];  /* --distill: teacher models, ':'-separated ("" none)  */
+    double distill_weight;       /* --distill-weight: their share of each target         */
     uint64_t seed, eval_every, ckpt_every, stop_after;
     size_t keep_checkpoints;     /* --keep-checkpoints: numbered copies kept              */
     size_t eval_words;
@@ -89,6 +91,10 @@ extern const size_t G2P_N_EVAL_OPTS;
 extern const cli_opt G2P_AVERAGE_OPTS[];
 extern const size_t G2P_N_AVERAGE_OPTS;
 
+/* The paths of a ':'-separated list (an option's value, e.g. --ensemble) into paths[max];
+ * exit 2 for an empty name or more than max. Returns how many. */
+size_t g2p_split_list(const char *value, const char *opt, char (*paths)[CLI_PATH_CAP],
+                      size_t max);
 /* The defaults of every option. */
 void g2p_defaults(g2p_config *c);
 /* A default path of the source tree ("data/cmudict.dict"), found as cli_default_path
@@ -112,10 +118,11 @@ typedef struct g2p_run {
     ckpt_state s[10];
 } g2p_run;
 
-/* The memory a training run of cfg needs with Vs source and Vt target symbols, estimated
- * before the model is allocated; exit 2 naming the bytes and the options that drive them
+/* The memory a training run of cfg needs with Vs source and Vt target symbols (and `other`
+ * bytes of data: the teachers' distributions of --distill), estimated before the model is
+ * allocated; exit 2 naming the bytes and the options that drive them
  * when it is more than this process may use (physical memory, RLIMIT_AS). Returns it. */
-double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt);
+double g2p_check_memory(const g2p_config *cfg, size_t Vs, size_t Vt, double other);
 /* That estimate alone, in bytes: parameters with their gradients and AdamW's moments, and
  * the activations of a batch (see g2p_common.c). */
 void g2p_memory_estimate(const g2p_config *cfg, size_t Vs, size_t Vt, double *params,

@@ -2,7 +2,8 @@
  * mha-g2p train: an encoder–decoder Transformer (include/mha_s2s.h) on a pronunciation
  * dictionary. Each step: B training pronunciations from the epoch's order (a PCG32
  * shuffle, then windows of 64·B sorted by length and cut into batches, so a batch holds
- * words of similar length), padded; the mean label-smoothed cross-entropy; backward;
+ * words of similar length), padded; the mean label-smoothed cross-entropy (with --distill,
+ * towards a mix of the reference and the teachers' distributions: g2p_distill.c); backward;
  * global-norm clip; lr from warm-up + cosine (mha_lr_at); AdamW. Every --eval-every steps
  * and at the last step: greedy decoding of the validation words, WER and PER with and
  * without stress; the best (lowest WER without stress) is kept as best.safetensors
@@ -97,6 +98,8 @@ static size_t next_batch(trainer *t, size_t *S, size_t *T)
     cli_check(g2p_batch(&t->set, pr, rows, s, u, t->src, t->tin, t->tout, err, sizeof err) ==
                       MHA_OK ? MHA_OK : MHA_EINVAL,
               "training batch");
+    if (t->teach)
+        g2p_distill_batch(t, pr, rows, u);
     *S = s;
     *T = u;
     return rows;
@@ -163,8 +166,11 @@ static void forward(void *ctx, double *loss, double *work, double *flops)
     cli_check(mha_s2s_zero_grad(t->r.m), "zero_grad");
     if (nb > 0) { /* a rank with no row of an epoch's short last batch adds zeros */
         cli_check(mha_s2s_set_dropout_batch_offset(t->r.m, b0), "dropout offset");
-        cli_check(mha_s2s_forward(t->r.m, 1, nb, S, t->src + b0 * S, t->slen + b0, T,
-                                  t->tin + b0 * T, t->tout + b0 * T, loss), "forward");
+        const float *soft = t->teach ? t->soft + b0 * T * t->r.tgt.n : NULL;
+        cli_check(mha_s2s_forward_distill(t->r.m, 1, nb, S, t->src + b0 * S, t->slen + b0, T,
+                                          t->tin + b0 * T, t->tout + b0 * T, soft,
+                                          t->teach ? t->cfg.distill_weight : 0.0, loss),
+                  "forward");
     } else { /* and advances its dropout counter as the training forward would */
         uint64_t ci;
         cli_check(mha_s2s_get_call_index(t->r.m, &ci), "model");
@@ -241,7 +247,8 @@ static void trainer_free(void *ctx)
     g2p_dict_free(&t->dict);
     g2p_vocab_free(&t->reduced);
     report_history_free(&t->hist);
-    UTIL_FREE_ALL(t->map, t->order, t->plen, t->src, t->tin, t->tout, t->slen);
+    UTIL_FREE_ALL(t->map, t->order, t->plen, t->src, t->tin, t->tout, t->slen, t->teach,
+                  t->teach_off, t->soft);
 }
 
 /* After the loop: rank 0 writes the curves, the alignment pictures and summary.json; every

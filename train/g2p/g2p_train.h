@@ -57,6 +57,14 @@ typedef struct trainer {
     report_progress prog;      /* its progress line                                    */
     double share;              /* this rank's share of the step's scored positions   */
     size_t rank_rows;          /* and its rows of the step's batch                   */
+    /* --distill (train/g2p/g2p_distill.c) */
+    float *teach;              /* [positions, Vt] the teachers' mean distribution at every
+                                  target position of every training pronunciation     */
+    size_t *teach_off;         /* [n_prons] pronunciation p's first position (training
+                                  pronunciations only)                                 */
+    size_t teach_positions, n_teachers;
+    double teach_seconds;      /* the time their pass took                            */
+    float *soft;               /* [B, T, Vt] the batch's                                */
 } trainer;
 
 /* ---- train/g2p/g2p_train_setup.c ---- */
@@ -66,6 +74,18 @@ typedef struct trainer {
  * model, open the log (t->csv), say what the run is. Returns 1 when a resumed run is
  * finished already (nothing to do: said on stdout). */
 int g2p_train_setup(void *ctx, int argc, char **argv, int first);
+
+/* ---- train/g2p/g2p_distill.c ---- */
+
+/* Bytes of the teachers' distributions --distill keeps (0 without it), from the data and
+ * the number of target symbols Vt. */
+double g2p_distill_bytes(const trainer *t, size_t Vt);
+/* With --distill: open the teachers (exit 2 for a model of other symbols, direction or
+ * sizes), keep their mean distribution at every training position, close them. */
+void g2p_distill_setup(trainer *t);
+/* t->soft [rows, T, Vt] for the batch of pronunciations pr[0..rows) padded to T: each
+ * row's positions from the kept distributions, zeros at the padding. */
+void g2p_distill_batch(trainer *t, const size_t *pr, size_t rows, size_t T);
 
 /* ---- train/g2p/g2p_train_io.c ---- */
 

@@ -189,10 +189,19 @@ static void print_header(const trainer *t)
            c->label_smoothing, c->threads, G2P_PRECISION_NAMES[c->precision]);
     if (t->precision_why[0])
         printf("  precision %s (%s)\n", G2P_PRECISION_NAMES[c->precision], t->precision_why);
+    if (t->teach) {
+        char mb[32];
+        cli_bytes_text((double)t->teach_positions * (double)t->r.tgt.n * sizeof(float), mb,
+                       sizeof mb);
+        printf("  distillation from %zu teacher(s) %s, weight %g: their distributions at %zu "
+               "training positions (%s) in %.0f s\n", t->n_teachers, c->distill,
+               c->distill_weight, t->teach_positions, mb, t->teach_seconds);
+    }
     char need[32];
     cli_bytes_text(t->mem_need, need, sizeof need);
     printf("  memory: about %s (estimated from the options: parameters, gradients, AdamW's "
-           "moments and a batch's activations)\n", need);
+           "moments and a batch's activations%s)\n", need,
+           t->teach ? "; the teachers' distributions" : "");
     if (c->resume[0])
         printf("  resumed from %s at step %llu\n", c->resume, (unsigned long long)t->r.step);
     char note[PEAK_PATH_CAP + 128];
@@ -272,9 +281,10 @@ int g2p_train_setup(void *ctx, int argc, char **argv, int first)
     choose_precision(t); /* before anything is made or stored in the run's precision */
     read_data(t, ck != NULL, &src, &tgt);
     /* before the model, and before the directory */
-    t->mem_need = g2p_check_memory(c, src.n, tgt.n);
+    t->mem_need = g2p_check_memory(c, src.n, tgt.n, g2p_distill_bytes(t, tgt.n));
     claim_out_dir(t, ck);
     build_model(t, ck, what, &src, &tgt);
+    g2p_distill_setup(t);
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);
     report_history_init(&t->hist, H_COLS);

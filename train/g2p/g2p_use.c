@@ -66,29 +66,6 @@ typedef struct g2p_models {
     int reverse;                /* they write right to left                             */
 } g2p_models;
 
-/* The paths of a ':'-separated list (an option's value) into paths[max]; exit 2 for an
- * empty name or more than max. Returns how many. */
-static size_t split_list(const char *value, const char *opt, char (*paths)[CLI_PATH_CAP],
-                         size_t max)
-{
-    char list[CLI_PATH_CAP];
-    snprintf(list, sizeof list, "%s", value);
-    size_t n = 0;
-    for (char *p = list; list[0] && p;) {
-        char *colon = strchr(p, ':');
-        if (colon)
-            *colon = '\0';
-        if (!*p)
-            cli_die_usage("%s '%s': an empty file name", opt, value);
-        if (n == max)
-            cli_die_usage("%s: at most %zu %s", opt, max,
-                          strcmp(opt, "--ensemble") == 0 ? "models besides --model" : "files");
-        snprintf(paths[n++], CLI_PATH_CAP, "%s", p);
-        p = colon ? colon + 1 : NULL;
-    }
-    return n;
-}
-
 /* Open model p into ms (after --model's, whose configuration is cfg) for `role` ("in an
  * ensemble", "for rescoring"); exit 2 for a model that is not one of the same data as
  * --model's: other symbols, or other longest word or pronunciation (the sizes of the
@@ -128,7 +105,7 @@ static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam, g2p_models
 {
     memset(ms, 0, sizeof *ms);
     char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
-    const size_t n_ens = split_list(cfg->ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
+    const size_t n_ens = g2p_split_list(cfg->ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
     snprintf(ms->path[0], sizeof ms->path[0], "%s", cfg->model);
     open_model(cfg, &ms->run[0], beam);
     ms->m[0] = ms->run[0].m;
@@ -139,7 +116,7 @@ static void open_models(g2p_config *cfg, g2p_models *ms, size_t beam, g2p_models
     if (!rs)
         return;
     memset(rs, 0, sizeof *rs);
-    const size_t n_resc = split_list(cfg->rescore, "--rescore", paths, G2P_MAX_MODELS);
+    const size_t n_resc = g2p_split_list(cfg->rescore, "--rescore", paths, G2P_MAX_MODELS);
     int dir = -1;
     for (size_t i = 0; i < n_resc; i++)
         dir = add_model(cfg, rs, paths[i], "for rescoring", dir, &ms->run[0]);
@@ -290,7 +267,7 @@ static void check_decode_memory(double need, const char *what)
 static mha_g2p *open_handle(const g2p_config *cfg, int threads)
 {
     char paths[G2P_MAX_MODELS][CLI_PATH_CAP];
-    size_t n_ens = split_list(cfg->ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
+    size_t n_ens = g2p_split_list(cfg->ensemble, "--ensemble", paths, G2P_MAX_MODELS - 1);
     char err[4 * CLI_PATH_CAP];
     mha_g2p *g = NULL;
     int st = mha_g2p_open(&g, cfg->model, threads, err, sizeof err);
@@ -301,7 +278,7 @@ static mha_g2p *open_handle(const g2p_config *cfg, int threads)
             cli_die(exit_of(st), "cannot use model %s in an ensemble with %s: %s", paths[i],
                     cfg->model, err);
     char rpaths[G2P_MAX_MODELS][CLI_PATH_CAP];
-    const size_t n_resc = split_list(cfg->rescore, "--rescore", rpaths, G2P_MAX_MODELS);
+    const size_t n_resc = g2p_split_list(cfg->rescore, "--rescore", rpaths, G2P_MAX_MODELS);
     for (size_t i = 0; i < n_resc; i++)
         if ((st = mha_g2p_add_rescorer(g, rpaths[i], err, sizeof err)) != MHA_OK)
             cli_die(exit_of(st), "cannot use model %s for rescoring with %s: %s", rpaths[i],
@@ -322,7 +299,7 @@ static size_t add_lexicons(mha_g2p *g, const g2p_config *cfg, char (*lex)[CLI_PA
 {
     size_t n_lex = 0;
     if (!cfg->no_lexicon) {
-        n_lex = split_list(cfg->lexicon, "--lexicon", lex, G2P_MAX_LEXICONS);
+        n_lex = g2p_split_list(cfg->lexicon, "--lexicon", lex, G2P_MAX_LEXICONS);
         if (mha_g2p_model_data(g)[0]) {
             g2p_default_path(lex[n_lex], CLI_PATH_CAP, mha_g2p_model_data(g));
             if (access(lex[n_lex], R_OK) == 0)
