@@ -33,9 +33,11 @@ double g2p_distill_bytes(const trainer *t, size_t Vt)
     return n * (double)Vt * sizeof(float);
 }
 
-/* Teacher `path` into r, made for batches of --batch: exit 2 unless it has the run's
- * vocabularies and direction and room for the data's longest word and pronunciation. */
-static void open_teacher(const trainer *t, const char *path, g2p_run *r)
+/* Teacher `path`: exit 2 unless it has the run's vocabularies (src, tgt) and direction and
+ * room for the data's longest word and pronunciation; with r, loaded into it for batches of
+ * --batch. */
+static void open_teacher(const trainer *t, const char *path, const g2p_vocab *run_src,
+                         const g2p_vocab *run_tgt, g2p_run *r)
 {
     const g2p_config *c = &t->cfg;
     g2p_config tc;
@@ -44,7 +46,7 @@ static void open_teacher(const trainer *t, const char *path, g2p_run *r)
     char what[CLI_PATH_CAP + 64];
     snprintf(what, sizeof what, "cannot distill from %s", path);
     mha_st_file *f = g2p_open_checkpoint(path, what, NULL, &tc, &src, &tgt);
-    if (!g2p_vocab_equal(&src, &t->r.src) || !g2p_vocab_equal(&tgt, &t->r.tgt))
+    if (!g2p_vocab_equal(&src, run_src) || !g2p_vocab_equal(&tgt, run_tgt))
         cli_die(CLI_EXIT_USAGE, "%s: other symbols than %s's (a model of other data)", what,
                 c->data);
     if (tc.reverse != c->reverse)
@@ -56,7 +58,8 @@ static void open_teacher(const trainer *t, const char *path, g2p_run *r)
                 "tokens, %s has words of %zu and pronunciations of %zu", what, tc.src_context,
                 tc.tgt_context - 1, c->data, t->set.max_src, t->set.max_tgt);
     tc.run_threads = c->threads;
-    g2p_load_model(r, &tc, f, what, &src, &tgt, c->batch);
+    if (r)
+        g2p_load_model(r, &tc, f, what, &src, &tgt, c->batch);
     mha_st_free(f);
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);
@@ -99,6 +102,16 @@ static void teacher_pass(trainer *t, mha_s2s *m, double share, const size_t *ord
     }
 }
 
+void g2p_distill_check(const trainer *t, const g2p_vocab *src, const g2p_vocab *tgt)
+{
+    if (!t->cfg.distill[0])
+        return;
+    char paths[G2P_MAX_TEACHERS][CLI_PATH_CAP];
+    const size_t n = g2p_split_list(t->cfg.distill, "--distill", paths, G2P_MAX_TEACHERS);
+    for (size_t k = 0; k < n; k++)
+        open_teacher(t, paths[k], src, tgt, NULL);
+}
+
 void g2p_distill_setup(trainer *t)
 {
     const g2p_config *c = &t->cfg;
@@ -132,7 +145,7 @@ void g2p_distill_setup(trainer *t)
         by_len[i] = train[by_len[i]];
     for (size_t k = 0; k < t->n_teachers; k++) {
         g2p_run r;
-        open_teacher(t, paths[k], &r);
+        open_teacher(t, paths[k], &t->r.src, &t->r.tgt, &r);
         teacher_pass(t, r.m, 1.0 / (double)t->n_teachers, by_len);
         g2p_run_destroy(&r);
     }

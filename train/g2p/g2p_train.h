@@ -80,8 +80,11 @@ int g2p_train_setup(void *ctx, int argc, char **argv, int first);
 /* Bytes of the teachers' distributions --distill keeps (0 without it), from the data and
  * the number of target symbols Vt. */
 double g2p_distill_bytes(const trainer *t, size_t Vt);
-/* With --distill: open the teachers (exit 2 for a model of other symbols, direction or
- * sizes), keep their mean distribution at every training position, close them. */
+/* With --distill, before anything is written: exit 2 unless every teacher is a model of
+ * the run's vocabularies (src, tgt) and direction with room for the data's words. */
+void g2p_distill_check(const trainer *t, const g2p_vocab *src, const g2p_vocab *tgt);
+/* With --distill (after the model is built): open the teachers, keep their mean
+ * distribution at every training position, close them. */
 void g2p_distill_setup(trainer *t);
 /* t->soft [rows, T, Vt] for the batch of pronunciations pr[0..rows) padded to T: each
  * row's positions from the kept distributions, zeros at the padding. */

@@ -282,6 +282,7 @@ int g2p_train_setup(void *ctx, int argc, char **argv, int first)
     read_data(t, ck != NULL, &src, &tgt);
     /* before the model, and before the directory */
     t->mem_need = g2p_check_memory(c, src.n, tgt.n, g2p_distill_bytes(t, tgt.n));
+    g2p_distill_check(t, &src, &tgt);
     claim_out_dir(t, ck);
     build_model(t, ck, what, &src, &tgt);
     g2p_distill_setup(t);
