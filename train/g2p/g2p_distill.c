@@ -46,23 +46,25 @@ static void open_teacher(const trainer *t, const char *path, const g2p_vocab *ru
     char what[CLI_PATH_CAP + 64];
     snprintf(what, sizeof what, "cannot distill from %s", path);
     mha_st_file *f = g2p_open_checkpoint(path, what, NULL, &tc, &src, &tgt);
+    char why[CLI_PATH_CAP + 160] = "";
     if (!g2p_vocab_equal(&src, run_src) || !g2p_vocab_equal(&tgt, run_tgt))
-        cli_die(CLI_EXIT_USAGE, "%s: other symbols than %s's (a model of other data)", what,
-                c->data);
-    if (tc.reverse != c->reverse)
-        cli_die(CLI_EXIT_USAGE, "%s: it writes pronunciations %s, this run %s", what,
-                tc.reverse ? "right to left" : "left to right",
-                c->reverse ? "right to left" : "left to right");
-    if (tc.src_context < t->set.max_src || tc.tgt_context < t->set.max_tgt + 1)
-        cli_die(CLI_EXIT_USAGE, "%s: it reads words of up to %zu symbols and writes up to %zu "
-                "tokens, %s has words of %zu and pronunciations of %zu", what, tc.src_context,
-                tc.tgt_context - 1, c->data, t->set.max_src, t->set.max_tgt);
+        snprintf(why, sizeof why, "other symbols than %s's (a model of other data)", c->data);
+    else if (tc.reverse != c->reverse)
+        snprintf(why, sizeof why, "it writes pronunciations %s, this run %s",
+                 tc.reverse ? "right to left" : "left to right",
+                 c->reverse ? "right to left" : "left to right");
+    else if (tc.src_context < t->set.max_src || tc.tgt_context < t->set.max_tgt + 1)
+        snprintf(why, sizeof why, "it reads words of up to %zu symbols and writes up to %zu "
+                 "tokens, %s has words of %zu and pronunciations of %zu", tc.src_context,
+                 tc.tgt_context - 1, c->data, t->set.max_src, t->set.max_tgt);
     tc.run_threads = c->threads;
-    if (r)
+    if (r && !why[0])
         g2p_load_model(r, &tc, f, what, &src, &tgt, c->batch);
-    mha_st_free(f);
+    mha_st_free(f); /* freed before a refusal too: nothing is left for the exit */
     g2p_vocab_free(&src);
     g2p_vocab_free(&tgt);
+    if (why[0])
+        cli_die(CLI_EXIT_USAGE, "%s: %s", what, why);
 }
 
 /* Add share × the softmax of teacher m at every target position of the training
