@@ -926,32 +926,6 @@ static void g2p_reverse_and_rescore(void **state)
                  file_exists("x5/eval.json"));
 }
 
-/* 1 if checkpoints a and b (in tmpdir) hold the same tensors, bit for bit. */
-static int same_tensors(const char *a, const char *b)
-{
-    char pa[512], pb[512], err[256];
-    snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
-    snprintf(pb, sizeof pb, "%s/%s", tmpdir, b);
-    mha_st_file *fa = NULL, *fb = NULL;
-    assert_int_equal(mha_st_load(pa, &fa, err, sizeof err), MHA_OK);
-    assert_int_equal(mha_st_load(pb, &fb, err, sizeof err), MHA_OK);
-    int same = mha_st_count(fa) == mha_st_count(fb);
-    for (size_t i = 0; same && i < mha_st_count(fa); i++) {
-        mha_st_tensor x, y;
-        assert_int_equal(mha_st_tensor_at(fa, i, &x), MHA_OK);
-        assert_int_equal(mha_st_tensor_at(fb, i, &y), MHA_OK);
-        size_t n = mha_st_dtype_size(x.dtype);
-        for (size_t d = 0; d < x.ndim; d++)
-            n *= x.shape[d];
-        same = strcmp(x.name, y.name) == 0 && x.dtype == y.dtype && x.ndim == y.ndim &&
-               memcmp(x.shape, y.shape, x.ndim * sizeof x.shape[0]) == 0 &&
-               memcmp(x.data, y.data, n) == 0;
-    }
-    mha_st_free(fa);
-    mha_st_free(fb);
-    return same;
-}
-
 /* train --distill: weight 0 trains the very weights of a run without it; weight 0.5 others,
  * says so in its header and stores both options; a resumed distilled run is the
  * uninterrupted one bit for bit (the teachers' pass repeated, the options from the
@@ -960,6 +934,7 @@ static int same_tensors(const char *a, const char *b)
 static void g2p_train_distill(void **state)
 {
     (void)state;
+    char why[256];
     write_small_dict("d.dict", 1500);
     assert_int_equal(g2p("t", "train --data d.dict " TINY " --steps 30 --eval-every 30 "
                               "--seed 5 --out t"), 0);
@@ -967,11 +942,13 @@ static void g2p_train_distill(void **state)
                               "--out p"), 0);
     assert_int_equal(g2p("z", "train --data d.dict " TINY " --steps 12 --eval-every 6 "
                               "--distill t/best.safetensors --distill-weight 0 --out z"), 0);
-    assert_true(same_tensors("p/checkpoint.safetensors", "z/checkpoint.safetensors"));
+    assert_true(same_checkpoint_tensors("p/checkpoint.safetensors", "z/checkpoint.safetensors",
+                                        why, sizeof why));
     assert_int_equal(g2p("a", "train --data d.dict " TINY " --steps 12 --eval-every 6 "
                               "--distill t/best.safetensors --out a"), 0);
     assert_file_contains("a.out", "distillation from 1 teacher(s) t/best.safetensors, weight 0.5");
-    assert_false(same_tensors("p/checkpoint.safetensors", "a/checkpoint.safetensors"));
+    assert_false(same_checkpoint_tensors("p/checkpoint.safetensors", "a/checkpoint.safetensors",
+                                         why, sizeof why));
     mha_st_file *f = NULL;
     char err[512] = "", path[512];
     snprintf(path, sizeof path, "%s/a/checkpoint.safetensors", tmpdir);

@@ -268,10 +268,7 @@ void assert_checkpoint_file_finite(const char *rel)
     mha_st_free(f);
 }
 
-/* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
- * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
- * which differs between runs). */
-void assert_same_checkpoint(const char *a, const char *b)
+int same_checkpoint_tensors(const char *a, const char *b, char *why, size_t cap)
 {
     char pa[512], pb[512], err[256];
     snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
@@ -279,24 +276,35 @@ void assert_same_checkpoint(const char *a, const char *b)
     mha_st_file *fa = NULL, *fb = NULL;
     assert_int_equal(mha_st_load(pa, &fa, err, sizeof err), MHA_OK);
     assert_int_equal(mha_st_load(pb, &fb, err, sizeof err), MHA_OK);
-    assert_int_equal(mha_st_count(fa), mha_st_count(fb));
-    for (size_t i = 0; i < mha_st_count(fa); i++) {
+    int same = mha_st_count(fa) == mha_st_count(fb);
+    if (!same)
+        snprintf(why, cap, "%zu against %zu tensors", mha_st_count(fa), mha_st_count(fb));
+    for (size_t i = 0; same && i < mha_st_count(fa); i++) {
         mha_st_tensor x, y;
         assert_int_equal(mha_st_tensor_at(fa, i, &x), MHA_OK);
         assert_int_equal(mha_st_tensor_at(fb, i, &y), MHA_OK);
-        assert_string_equal(x.name, y.name);
-        assert_int_equal(x.dtype, y.dtype);
-        assert_int_equal(x.ndim, y.ndim);
         size_t n = mha_st_dtype_size(x.dtype);
-        for (size_t d = 0; d < x.ndim; d++) {
-            assert_int_equal(x.shape[d], y.shape[d]);
+        for (size_t d = 0; d < x.ndim; d++)
             n *= x.shape[d];
-        }
-        if (memcmp(x.data, y.data, n) != 0)
-            fail_msg("%s and %s differ in tensor %s", a, b, x.name);
+        same = strcmp(x.name, y.name) == 0 && x.dtype == y.dtype && x.ndim == y.ndim &&
+               memcmp(x.shape, y.shape, x.ndim * sizeof x.shape[0]) == 0 &&
+               memcmp(x.data, y.data, n) == 0;
+        if (!same)
+            snprintf(why, cap, "tensor %zu (%s against %s)", i, x.name, y.name);
     }
     mha_st_free(fa);
     mha_st_free(fb);
+    return same;
+}
+
+/* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
+ * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
+ * which differs between runs). */
+void assert_same_checkpoint(const char *a, const char *b)
+{
+    char why[256];
+    if (!same_checkpoint_tensors(a, b, why, sizeof why))
+        fail_msg("%s and %s differ: %s", a, b, why);
     cJSON *m[2];
     const char *paths[2] = {a, b};
     for (int k = 0; k < 2; k++) {

@@ -88,6 +88,9 @@ void assert_f32_tensors_finite(const mha_st_file *f);
 /* The same for the safetensors file at tmpdir/rel, which must load. */
 void assert_checkpoint_file_finite(const char *rel);
 
+/* 1 if checkpoints a and b (paths in tmpdir, which must load) hold the same tensors: names,
+ * dtypes, shapes and bytes; else 0, with the first difference said in why[cap]. */
+int same_checkpoint_tensors(const char *a, const char *b, char *why, size_t cap);
 /* Fails the test unless checkpoints a and b hold the same tensors (names, dtypes, shapes,
  * bytes) and the same metadata except "elapsed_seconds" (the run's wall time so far,
  * which differs between runs), "run_id" (each run's own) and "crc32c.__metadata__" (the
