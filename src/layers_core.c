@@ -86,6 +86,13 @@ static int par_threads(size_t work)
 #else
 #define LAYERS_CLONES
 #endif
+/* Dropout's masks drawn on AVX-512 where the CPU has it (layers_dropout.inc). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DROP_AVX512 1
+#include <immintrin.h>
+#else
+#define DROP_AVX512 0
+#endif
 
 /* GELU (tanh form) constants: u = GELU_K·(x + GELU_A·x³). */
 #define GELU_K 0.7978845608028654 /* √(2/π) */

@@ -155,6 +155,13 @@ int mha__dkvcache_bytes(const mhad_module *m, size_t batch, size_t max_len, int 
                         size_t *bytes);
 
 
+/* Dropout's keep masks (mha_dropout_forward and the layers' dropout, both precisions) are
+ * drawn eight PCG32 lanes per AVX-512 register where the CPU has AVX-512 F and DQ, else by
+ * the portable loop: the same bits either way. mode 0 makes every later call use the
+ * portable loop, 1 the AVX-512 one where the CPU has it (the default), -1 changes nothing
+ * (for tests: both paths on one machine). Returns 1 if the AVX-512 path is in use. */
+int mha__dropout_simd(int mode);
+
 /* ---- Backward passes that write their input gradient (no zeroing pass first) -------------
  * Each is its public twin (mha_dropout_backward, mha_mlp_backward_prec, mha_backward; same
  * arguments, checks and statuses) except that the input gradient — dx, and dx_query of the

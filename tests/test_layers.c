@@ -1174,6 +1174,56 @@ static void test_layers_dropout_position(void **state)
     free(x); free(y); free(keep);
 }
 
+/* The masks drawn on AVX-512 (mha__dropout_simd) are the portable loop's bit for bit, and
+ * so are the outputs, in both precisions: p from 1e-9 (threshold 4) to 1 − 1e-6, over
+ * several chunks and a last partial word. Skipped, visibly, on a CPU without AVX-512 F
+ * and DQ, where the portable loop is the only one (test_layers_dropout_position checks it
+ * against PCG32 element by element). The backward's products and sums likewise. */
+static void test_layers_dropout_simd(void **state)
+{
+    (void)state;
+    if (!mha__dropout_simd(1)) {
+        print_message("[  SKIP    ] this CPU has no AVX-512 F + DQ: dropout's masks are drawn "
+                      "by the portable loop only\n");
+        skip();
+    }
+    const size_t n = 3 * 4096 + 200, words = MHA_DROPOUT_WORDS(n);
+    const double ps[] = {1e-9, 0.1, 0.45, 0.5, 1 - 1e-6};
+    double *x = dbuf(n, -1, 1, 170), *y[2] = {dconst(n, 0), dconst(n, 0)};
+    float *xf = fcopy(x, n), *yf[2] = {fconst(n, 0), fconst(n, 0)};
+    uint64_t *k[2] = {calloc(words, 8), calloc(words, 8)}, *kf = calloc(words, 8);
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        for (int simd = 0; simd < 2; simd++) {
+            assert_int_equal(mha__dropout_simd(simd), simd);
+            assert_int_equal(mhad_dropout_forward(n, ps[i], 31, 8, 4, x, y[simd], k[simd]),
+                             MHA_OK);
+            assert_int_equal(mha_dropout_forward(n, ps[i], 31, 8, 4, xf, yf[simd], kf), MHA_OK);
+            assert_memory_equal(kf, k[simd], words * 8);
+        }
+        assert_memory_equal(k[0], k[1], words * 8);
+        assert_memory_equal(y[0], y[1], n * sizeof *y[0]);
+        assert_memory_equal(yf[0], yf[1], n * sizeof *yf[0]);
+        /* backward, added into dx (every third element −0: +0 added makes it +0 in both)
+         * and in place */
+        for (int simd = 0; simd < 2; simd++) {
+            mha__dropout_simd(simd);
+            for (size_t e = 0; e < n; e++) {
+                y[simd][e] = e % 3 ? x[(e * 7) % n] : -0.0;
+                yf[simd][e] = (float)y[simd][e];
+            }
+            assert_int_equal(mhad_dropout_backward(n, ps[i], k[0], x, y[simd]), MHA_OK);
+            assert_int_equal(mha_dropout_backward(n, ps[i], k[0], xf, yf[simd]), MHA_OK);
+            assert_int_equal(mhad_dropout_backward(n, ps[i], k[0], y[simd], y[simd]), MHA_OK);
+            assert_int_equal(mha_dropout_backward(n, ps[i], k[0], yf[simd], yf[simd]), MHA_OK);
+        }
+        assert_memory_equal(y[0], y[1], n * sizeof *y[0]);
+        assert_memory_equal(yf[0], yf[1], n * sizeof *yf[0]);
+    }
+    assert_int_equal(mha__dropout_simd(1), 1); /* the default again */
+    free(x); free(y[0]); free(y[1]); free(xf); free(yf[0]); free(yf[1]);
+    free(k[0]); free(k[1]); free(kf);
+}
+
 /* dropout_forward_at(offset) is the slice [offset, offset + n) of a longer call's masks
  * and outputs (offsets off word and chunk boundaries; float too), offset 0 is
  * dropout_forward, and offset + n past 2^40 is refused without writing. */
@@ -1279,6 +1329,7 @@ int main(void)
         cmocka_unit_test(test_layers_dropout_fraction),
         cmocka_unit_test(test_layers_dropout_threads_replay),
         cmocka_unit_test(test_layers_dropout_position),
+        cmocka_unit_test(test_layers_dropout_simd),
         cmocka_unit_test(test_layers_dropout_at_offset),
         cmocka_unit_test(test_layers_threads),
         cmocka_unit_test(test_layers_softmax_exp),
