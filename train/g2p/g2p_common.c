@@ -118,8 +118,8 @@ const size_t G2P_N_TRAIN_OPTS = sizeof G2P_TRAIN_OPTS / sizeof G2P_TRAIN_OPTS[0]
 const cli_opt G2P_PRONOUNCE_OPTS[] = {
     G2P_OPT_MODEL, G2P_OPT_ENSEMBLE, G2P_OPT_BEAM,
     {"nbest", CLI_SIZE, OFF(nbest), 1, 64, 0, "N",
-     "pronunciations per word (<= --beam), as WORD, WORD(1), ... each with '# logprob' after "
-     "it when N > 1", NULL},
+     "pronunciations per word, as WORD, WORD(1), ... each with '# logprob' after it when "
+     "N > 1; the beam is at least N wide (--nbest 3 alone searches with a beam of 3)", NULL},
     G2P_OPT_ALPHA, G2P_OPT_RESCORE, G2P_OPT_THREADS,
     {"lexicon", CLI_PATH, OFF(lexicon), 0, 0, 0, "FILE[:FILE...]",
      "dictionaries looked up before the model's own (your overrides first): a word they list "

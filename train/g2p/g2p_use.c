@@ -324,9 +324,8 @@ int g2p_pronounce_main(int argc, char **argv)
     char **words;
     size_t n;
     g2p_parse(G2P_PRONOUNCE_OPTS, G2P_N_PRONOUNCE_OPTS, argc, argv, &cfg, &words, &n);
-    if (cfg.nbest > cfg.beam)
-        cli_die_usage("--nbest %zu is above --beam %zu", cfg.nbest, cfg.beam);
-    if (cfg.rescore[0] && cfg.beam < 2)
+    /* the library searches with a beam of max(--beam, --nbest) */
+    if (cfg.rescore[0] && cfg.beam < 2 && cfg.nbest < 2)
         cli_die_usage("--rescore rescores the beam's list: it needs --beam 2 or more");
     int bad_any = 0;
     mha_g2p *g = open_handle(&cfg, cli_check_threads(cfg.run_threads, 1));
