@@ -4,7 +4,8 @@
 #   bash tools/make_g2p_ensemble.sh BEAM ALPHA [WEIGHT]
 #
 # decodes with models/g2p-cmudict.safetensors and the models MHA_G2P_ENSEMBLE names (files
-# of models/, colon-separated; default g2p-cmudict-7.safetensors, the committed ensemble's) as one
+# of models/, colon-separated; default: the committed ensemble's, the models after the first in
+# models/g2p-cmudict-ensemble.json) as one
 # (`mha-g2p eval --ensemble`: their log-probabilities averaged at each step): the validation
 # words (greedy and beam BEAM, to choose the decoding without the test words), then the test
 # words greedy, with beam 4 and beam 8 (length normalisation ALPHA), at 2 threads; with
@@ -15,7 +16,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 g2p=${MHA_G2P:-$root/build/mha-g2p}
 beam=$1 alpha=$2 weight=${3:-}
-names=${MHA_G2P_ENSEMBLE:-g2p-cmudict-7.safetensors}
+names=${MHA_G2P_ENSEMBLE:-$(python3 -c 'import json,sys; print(":".join(json.load(open(sys.argv[1]))["models"][1:]))' "$root/models/g2p-cmudict-ensemble.json")}
 a=$root/models/g2p-cmudict.safetensors
 b=$(echo "$names" | tr ':' '\n' | sed "s|^|$root/models/|" | paste -sd:)
 r=$root/models/g2p-cmudict-r2l.safetensors

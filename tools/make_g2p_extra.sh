@@ -18,9 +18,9 @@
 # data/cmudict.dict (any split), and falls in the TRAINING split by data/README's rule
 # (FNV-1a 64 of its bytes mod 20 >= 3) — so appended to data/cmudict.dict it joins the
 # training words and leaves the validation and test words exactly as they were. Its
-# pronunciation is the ensemble's (models/g2p-cmudict.safetensors with
-# models/g2p-cmudict-7.safetensors, beam 4, the README's most accurate setting), trained on
-# the training words only: no validation or test pronunciation reaches the file.
+# pronunciation is the committed ensemble's (models/g2p-cmudict.safetensors with the other
+# models of models/g2p-cmudict-ensemble.json, beam 4, the README's most accurate setting),
+# trained on the training words only: no validation or test pronunciation reaches the file.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 g2p=${MHA_G2P:-$root/build/mha-g2p}
@@ -50,8 +50,10 @@ with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
             keep.add(w)
 sys.stdout.write("".join(w + "\n" for w in sorted(keep)))
 PY
+others=$(python3 -c 'import json,sys; print(":".join(sys.argv[2] + "/" + m for m in json.load(open(sys.argv[1]))["models"][1:]))' \
+  "$root/models/g2p-cmudict-ensemble.json" "$root/models")
 "$g2p" pronounce --model "$root/models/g2p-cmudict.safetensors" \
-  --ensemble "$root/models/g2p-cmudict-7.safetensors" --beam 4 --threads 2 \
+  --ensemble "$others" --beam 4 --threads 2 \
   < "$tmp/words" > "$tmp/extra.dict"
 [ "$(wc -l < "$tmp/extra.dict")" = "$(wc -l < "$tmp/words")" ] ||
   { echo "make_g2p_extra: pronounce did not answer every word" >&2; exit 1; }
