@@ -289,7 +289,10 @@ static mha_g2p *open_handle(const g2p_config *cfg, int threads)
                 "existed): a damaged byte in it cannot be caught\n", cli_program(), cfg->model,
                 n_ens || n_resc ? " or a model of " : "",
                 n_ens ? "--ensemble" : n_resc ? "--rescore" : "");
-    cli_check(mha_g2p_set_beam(g, cfg->beam, cfg->alpha), "decoding options");
+    /* the width the library searches with (max(beam, nbest)), so that its memory estimate
+     * counts what --nbest asks for */
+    cli_check(mha_g2p_set_beam(g, cfg->beam > cfg->nbest ? cfg->beam : cfg->nbest, cfg->alpha),
+              "decoding options");
     return g;
 }
 
@@ -324,7 +327,7 @@ int g2p_pronounce_main(int argc, char **argv)
     char **words;
     size_t n;
     g2p_parse(G2P_PRONOUNCE_OPTS, G2P_N_PRONOUNCE_OPTS, argc, argv, &cfg, &words, &n);
-    /* the library searches with a beam of max(--beam, --nbest) */
+    /* the beam is max(--beam, --nbest) wide (open_handle) */
     if (cfg.rescore[0] && cfg.beam < 2 && cfg.nbest < 2)
         cli_die_usage("--rescore rescores the beam's list: it needs --beam 2 or more");
     int bad_any = 0;
