@@ -277,4 +277,40 @@ int train_program_run(const train_program *p, int argc, char **argv, int first);
  * status. */
 int train_loop_run_and_close(train_loop *L);
 
+/* ---- the run's files and lines (train/common/trainer_files.c) ---- */
+
+enum { TRAIN_PANEL_CURVES = 4, TRAIN_MAX_PANELS = 2, TRAIN_CURVE_SMOOTH = 1000 };
+/* A curve of the history: column col (TRAIN_CURVE_SMOOTH + col: that column smoothed by
+ * report_smooth) times scale. sparse: only the steps where the column has a value
+ * (an evaluation's), after the row of step 0 when it has one; else every step. */
+typedef struct train_curve {
+    const char *label, *color;
+    int col;
+    double scale;
+    int sparse;
+} train_curve;
+/* A panel of the picture (as svg_chart: title, y label, log scale, y range) and its curves
+ * (label NULL after the last). */
+typedef struct train_panel {
+    const char *title, *ylabel;
+    int log_y;
+    double ymin, ymax;
+    train_curve c[TRAIN_PANEL_CURVES];
+} train_panel;
+/* The picture of the history h at path: the panels p[n] (n <= TRAIN_MAX_PANELS) stacked,
+ * steps across, 900 × 330 px each (svg_write_charts); a panel with no point (no evaluation
+ * yet) is left out. Exit 1 when it cannot be written. */
+void train_write_curves(const report_history *h, const char *path, const train_panel *p,
+                        size_t n);
+
+/* Save checkpoint `path` of layout c (ckpt_save, with checksums), its metadata: "format",
+ * the options of opts[n] that checkpoints keep, as cfg holds them (ckpt_meta_init), the
+ * program's own pairs extra[] (key, value, …; NULL after the last pair; a NULL value leaves
+ * its key out), elapsed_seconds and run_id (unless empty). Returns ckpt_save's status, said
+ * on stderr when it failed ("cannot write PATH: why"); the file it replaces is untouched.
+ * Exit 1 out of memory. */
+int train_save_checkpoint(const char *path, const ckpt_layout *c, const char *format,
+                          const cli_opt *opts, size_t n, const void *cfg,
+                          const char *const *extra, double elapsed, const char *run_id);
+
 #endif /* TRAIN_TRAINER_H */

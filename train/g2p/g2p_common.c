@@ -325,24 +325,14 @@ static char *vocab_json(const g2p_vocab *v)
 
 int g2p_save(g2p_run *r, const g2p_config *cfg, const char *path, int with_moments)
 {
-    ckpt_meta meta = {0};
-    char *vs = vocab_json(&r->src), *vt = vocab_json(&r->tgt), el[32];
-    snprintf(el, sizeof el, "%.3f", r->elapsed);
-    if (ckpt_meta_init(&meta, G2P_CKPT_FORMAT, G2P_TRAIN_OPTS, G2P_N_TRAIN_OPTS, cfg) ||
-        ckpt_meta_add(&meta, "src_vocab", vs) || ckpt_meta_add(&meta, "tgt_vocab", vt) ||
-        ckpt_meta_add(&meta, "elapsed_seconds", el) ||
-        (cfg->run_id[0] && ckpt_meta_add(&meta, "run_id", cfg->run_id)) ||
-        (r->averaged_from && ckpt_meta_add(&meta, "averaged_from", r->averaged_from)))
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    char *vs = vocab_json(&r->src), *vt = vocab_json(&r->tgt);
+    const char *const extra[] = {"src_vocab", vs, "tgt_vocab", vt, "averaged_from",
+                                 r->averaged_from, NULL};
+    const ckpt_layout lay = g2p_run_layout(r, with_moments);
+    const int st = train_save_checkpoint(path, &lay, G2P_CKPT_FORMAT, G2P_TRAIN_OPTS,
+                                         G2P_N_TRAIN_OPTS, cfg, extra, r->elapsed, cfg->run_id);
     free(vs);
     free(vt);
-    meta.checksums = 1;
-    ckpt_layout lay = g2p_run_layout(r, with_moments);
-    char err[2 * CLI_PATH_CAP] = "";
-    const int st = ckpt_save(path, &lay, &meta, err, sizeof err);
-    if (st != MHA_OK)
-        fprintf(stderr, "%s: cannot write %s: %s\n", cli_program(), path, err);
-    ckpt_meta_free(&meta);
     return st;
 }
 

@@ -9,7 +9,6 @@
 #include <cJSON.h>
 
 #include "g2p_train.h"
-#include "svg.h"
 
 /* Save a checkpoint, or say whether the last one is intact and exit 1. */
 void g2p_save_or_stop(trainer *t, const char *path, int with_moments)
@@ -21,34 +20,14 @@ void g2p_save_or_stop(trainer *t, const char *path, int with_moments)
 
 void g2p_write_curves(const trainer *t, const char *path)
 {
-    const size_t n = t->hist.n;
-    double *x = calloc(n + 1, sizeof *x), *loss = calloc(n + 1, sizeof *loss);
-    double *sm = calloc(n + 1, sizeof *sm), *xe = calloc(n + 1, sizeof *xe);
-    double *wer = calloc(n + 1, sizeof *wer), *per = calloc(n + 1, sizeof *per);
-    if (!x || !loss || !sm || !xe || !wer || !per)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    size_t m = 0; /* the evaluated steps */
-    for (size_t i = 0; i < n; i++) {
-        x[i] = (double)(i + 1);
-        loss[i] = report_at(&t->hist, i, H_LOSS);
-        if (isfinite(report_at(&t->hist, i, H_WER))) {
-            xe[m] = x[i];
-            wer[m] = 100 * report_at(&t->hist, i, H_WER);
-            per[m] = 100 * report_at(&t->hist, i, H_PER);
-            m++;
-        }
-    }
-    report_smooth(loss, n, sm);
-    svg_series ls[2] = {{"batch loss", "#c6dbef", x, loss, n}, {"smoothed", "#08519c", x, sm, n}};
-    svg_series ws[2] = {{"validation WER (no stress)", "#cb181d", xe, wer, m},
-                        {"validation PER (no stress)", "#238b45", xe, per, m}};
-    svg_chart ch[2] = {{"label-smoothed cross-entropy per phone (nats)", "step", "loss", ls, 2,
-                        0, 0, 0},
-                       {"validation error rates (%), greedy", "step", "%", ws, 2, 0, 0, 0}};
-    int st = svg_write_charts(path, ch, m ? 2 : 1, 900, 330);
-    if (st != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
-    UTIL_FREE_ALL(x, loss, sm, xe, wer, per);
+    const train_panel p[2] = {
+        {"label-smoothed cross-entropy per phone (nats)", "loss", 0, 0, 0,
+         {{"batch loss", "#c6dbef", H_LOSS, 1, 0},
+          {"smoothed", "#08519c", TRAIN_CURVE_SMOOTH + H_LOSS, 1, 0}}},
+        {"validation error rates (%), greedy", "%", 0, 0, 0,
+         {{"validation WER (no stress)", "#cb181d", H_WER, 100, 1},
+          {"validation PER (no stress)", "#238b45", H_PER, 100, 1}}}};
+    train_write_curves(&t->hist, path, p, 2);
 }
 
 /* Cross-attention heat maps of a few validation words: one file per decoder layer, the

@@ -72,7 +72,7 @@ void gpt_share_rank0_state(trainer *t);
 /* ---- pictures and summary (train/gpt/gpt_train_io.c; rank 0) ---- */
 
 /* loss.svg: the losses of every logged step up to `step`, and the learning rate. */
-void gpt_write_loss_svg(const trainer *t, const char *path, uint64_t step);
+void gpt_write_loss_svg(const trainer *t, const char *path);
 /* Heat maps of every head of every block on the first T characters of the validation
  * part. Returns the number of files written. */
 size_t gpt_write_attention_svgs(trainer *t);

@@ -11,7 +11,6 @@
 #include <cJSON.h>
 
 #include "gpt_train.h"
-#include "svg.h"
 
 /* ---- checkpoints ----------------------------------------------------------------------- */
 
@@ -63,46 +62,21 @@ int gpt_save_checkpoint(trainer *t, const char *path)
         return MHA_OK;
     ckpt_layout c = gpt_run_layout(r);
     state_out(t);
-    ckpt_meta meta = {0};
-    int st = ckpt_meta_init(&meta, GPT_CKPT_FORMAT, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS, &t->cfg);
-    if (st == MHA_OK)
-        st = ckpt_meta_add(&meta, "data_mode", t->cfg.utf8 ? "utf8" : "bytes");
-    if (st == MHA_OK)
-        st = ckpt_meta_add(&meta, "vocab", t->vocab_text);
-    char el[64];
-    snprintf(el, sizeof el, "%.3f", t->elapsed0 + (report_now() - t->t_start));
-    if (st == MHA_OK)
-        st = ckpt_meta_add(&meta, "elapsed_seconds", el);
-    if (st == MHA_OK)
-        st = ckpt_meta_add(&meta, "run_id", t->run_id);
-    meta.checksums = 1;
-    cli_check(st, "checkpoint metadata");
-    char err[512] = "";
-    st = ckpt_save(path, &c, &meta, err, sizeof err);
-    if (st != MHA_OK)
-        fprintf(stderr, "%s: cannot save checkpoint %s: %s\n", cli_program(), path, err);
-    ckpt_meta_free(&meta);
-    return st;
+    const char *const extra[] = {"data_mode", t->cfg.utf8 ? "utf8" : "bytes", "vocab",
+                                 t->vocab_text, NULL};
+    return train_save_checkpoint(path, &c, GPT_CKPT_FORMAT, GPT_TRAIN_OPTS, GPT_N_TRAIN_OPTS,
+                                 &t->cfg, extra, t->elapsed0 + (report_now() - t->t_start),
+                                 t->run_id);
 }
 
-/* Load the tensors and state of a checkpoint whose configuration was taken already. */
+/* Load the tensors and state of a checkpoint whose configuration and state were taken and
+ * checked already (gpt_open_checkpoint: train_read_state). */
 void gpt_load_checkpoint(trainer *t, mha_st_file *f, const char *what)
 {
-    gpt_run *r = &t->r;
-    ckpt_layout c = gpt_run_layout(r);
+    ckpt_layout c = gpt_run_layout(&t->r);
     char err[512] = "";
     if (ckpt_load(f, &c, err, sizeof err) != MHA_OK)
         cli_die(CLI_EXIT_USAGE, "%s: %s", what, err);
-    /* every completed step made exactly one optimizer step (checked before the model was
-     * built too: train_read_state) */
-    if (r->optim_t != r->step || (r->rng[1] & 1u) == 0 || r->best_step > r->step)
-        cli_die(CLI_EXIT_USAGE, "%s: inconsistent state (train.step %llu, optimizer.step %llu, "
-                "best.step %llu, data.rng increment %llu)", what, (unsigned long long)r->step,
-                (unsigned long long)r->optim_t, (unsigned long long)r->best_step,
-                (unsigned long long)r->rng[1]);
-    if (r->step > t->cfg.steps)
-        cli_die(CLI_EXIT_USAGE, "%s: it is at step %llu, past --steps %llu", what,
-                (unsigned long long)r->step, (unsigned long long)t->cfg.steps);
     state_in(t);
 }
 
@@ -119,34 +93,16 @@ void gpt_share_rank0_state(trainer *t)
 
 /* ---- pictures and summary ------------------------------------------------------------------ */
 
-void gpt_write_loss_svg(const trainer *t, const char *path, uint64_t step)
+void gpt_write_loss_svg(const trainer *t, const char *path)
 {
-    const report_history *h = &t->hist;
-    const size_t n = h->n;
-    double *buf = malloc((6 * n + 1) * sizeof(double));
-    if (!buf)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    double *x = buf, *loss = buf + n, *sm = buf + 2 * n, *et = buf + 3 * n, *ev = buf + 4 * n,
-           *lr = buf + 5 * n;
-    for (size_t i = 0; i < n; i++) {
-        x[i] = (double)(step - n + i + 1);
-        loss[i] = report_at(h, i, H_LOSS);
-        et[i] = report_at(h, i, H_EVTR);
-        ev[i] = report_at(h, i, H_EVVA);
-        lr[i] = report_at(h, i, H_LR);
-    }
-    report_smooth(loss, n, sm);
-    svg_series ls[4] = {{"batch loss", "#c6dbef", x, loss, n},
-                        {"batch loss, smoothed", "#6baed6", x, sm, n},
-                        {"training split (eval)", "#08519c", x, et, n},
-                        {"validation split (eval)", "#d94801", x, ev, n}};
-    svg_series ss[1] = {{"learning rate", "#238b45", x, lr, n}};
-    svg_chart ch[2] = {{"cross-entropy per character (nats)", "step", "loss", ls, 4, 0, 0, 0},
-                       {"learning rate", "step", "lr", ss, 1, 0, 0, 0}};
-    int st = svg_write_charts(path, ch, 2, 900, 330);
-    if (st != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
-    free(buf);
+    const train_panel p[2] = {
+        {"cross-entropy per character (nats)", "loss", 0, 0, 0,
+         {{"batch loss", "#c6dbef", H_LOSS, 1, 0},
+          {"batch loss, smoothed", "#6baed6", TRAIN_CURVE_SMOOTH + H_LOSS, 1, 0},
+          {"training split (eval)", "#08519c", H_EVTR, 1, 0},
+          {"validation split (eval)", "#d94801", H_EVVA, 1, 0}}},
+        {"learning rate", "lr", 0, 0, 0, {{"learning rate", "#238b45", H_LR, 1, 0}}}};
+    train_write_curves(&t->hist, path, p, 2);
 }
 
 /* Heat maps of every head of every block on the first T characters of the validation
@@ -243,7 +199,7 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
 void gpt_finish_run(trainer *t, double tok_s, int completed, int sig)
 {
     const gpt_run_config *c = &t->cfg;
-    gpt_write_loss_svg(t, t->svg_path, t->r.step);
+    gpt_write_loss_svg(t, t->svg_path);
     const size_t heat = c->attention == MHA_ATTN_STORED ? gpt_write_attention_svgs(t) : 0;
     report_remove_stale_numbered(c->out, "attention_layer", heat, ".svg");
     char *sample = NULL;

@@ -1,6 +1,5 @@
 /* mha-train's files: checkpoints, loss.svg, attention heat maps, example.json and
  * summary.json (toy_run.h). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +7,6 @@
 #include <cJSON.h>
 
 #include "mha_safetensors.h"
-#include "svg.h"
 #include "toy_run.h"
 
 static void check_st(int st, const char *what)
@@ -52,19 +50,8 @@ int save_checkpoint(run_state *rs, const char *path)
     cs.rng[1] = rs->data_rng.inc;
     check_st(mha_optim_get_step(rs->opt, &cs.optim_t), "optimizer");
     check_st(tm_get_call_indices(rs->model, cs.calls), "model");
-    ckpt_meta meta = {0};
-    check_st(ckpt_meta_init(&meta, CKPT_FORMAT, TRAIN_OPTS, TRAIN_N_OPTS, &rs->cfg), "checkpoint");
-    meta.checksums = 1; /* a CRC-32C of every tensor and of the metadata (ckpt.h) */
-    check_st(ckpt_meta_add(&meta, "run_id", rs->run_id), "checkpoint");
-    char el[64];
-    snprintf(el, sizeof el, "%.3f", rs->elapsed0 + (report_now() - rs->t_start));
-    check_st(ckpt_meta_add(&meta, "elapsed_seconds", el), "checkpoint");
-    char err[512] = "";
-    int st = ckpt_save(path, &c, &meta, err, sizeof err);
-    if (st != MHA_OK)
-        fprintf(stderr, "%s: cannot save checkpoint %s: %s\n", cli_program(), path, err);
-    ckpt_meta_free(&meta);
-    return st;
+    return train_save_checkpoint(path, &c, CKPT_FORMAT, TRAIN_OPTS, TRAIN_N_OPTS, &rs->cfg, NULL,
+                                 rs->elapsed0 + (report_now() - rs->t_start), rs->run_id);
 }
 
 /* The parameter tensors must have the shapes of cfg before a model of that config is
@@ -120,39 +107,23 @@ void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
     info->step = st.step;
     info->elapsed = st.elapsed;
     check_shapes(f, cfg, prefix);
-    mha_st_free(f);
+    info->ck = f;
 }
 
-/* Load tensors and state from a checkpoint whose config already matches. */
-void load_checkpoint(run_state *rs, const char *path)
+/* Load tensors and state from the checkpoint resume_config read (its state checked there),
+ * then close it. */
+void load_checkpoint(run_state *rs, mha_st_file *f)
 {
-    mha_st_file *f = NULL;
     char err[512] = "";
-    int st = mha_st_load(path, &f, err, sizeof err);
-    if (st == MHA_OK) {
-        run_ckpt_state cs;
-        ckpt_layout c = run_layout(rs, &cs);
-        st = ckpt_load(f, &c, err, sizeof err);
-        /* every completed step made exactly one optimizer step (optimizer.step =
-         * train.step) */
-        if (st == MHA_OK && (cs.optim_t != cs.step || (cs.rng[1] & 1u) == 0))
-            cli_die(CLI_EXIT_USAGE, "cannot resume from %s: inconsistent state (train.step "
-                    "%llu, optimizer.step %llu, data.rng increment %llu)", path,
-                    (unsigned long long)cs.step, (unsigned long long)cs.optim_t,
-                    (unsigned long long)cs.rng[1]);
-        if (st == MHA_OK && cs.step > rs->cfg.steps)
-            cli_die(CLI_EXIT_USAGE, "cannot resume from %s: it is at step %llu, past --steps "
-                    "%llu", path, (unsigned long long)cs.step, (unsigned long long)rs->cfg.steps);
-        if (st == MHA_OK) {
-            rs->step = cs.step;
-            rs->data_rng.state = cs.rng[0];
-            rs->data_rng.inc = cs.rng[1];
-            check_st(mha_optim_set_step(rs->opt, cs.optim_t), "optimizer");
-            check_st(tm_set_call_indices(rs->model, cs.calls), "model");
-        }
-    }
-    if (st != MHA_OK)
-        cli_die(CLI_EXIT_USAGE, "cannot resume from %s: %s", path, err);
+    run_ckpt_state cs;
+    ckpt_layout c = run_layout(rs, &cs);
+    if (ckpt_load(f, &c, err, sizeof err) != MHA_OK)
+        cli_die(CLI_EXIT_USAGE, "cannot resume from %s: %s", rs->cfg.resume, err);
+    rs->step = cs.step;
+    rs->data_rng.state = cs.rng[0];
+    rs->data_rng.inc = cs.rng[1];
+    check_st(mha_optim_set_step(rs->opt, cs.optim_t), "optimizer");
+    check_st(tm_set_call_indices(rs->model, cs.calls), "model");
     mha_st_free(f);
 }
 
@@ -162,46 +133,16 @@ void load_checkpoint(run_state *rs, const char *path)
 
 void write_loss_svg(const run_state *rs, const char *path)
 {
-    const report_history *h = &rs->hist;
-    size_t n = h->n;
-    double *x = malloc((n + 1) * sizeof(double)), *loss = malloc((n + 1) * sizeof(double));
-    double *ex = malloc((n + 2) * sizeof(double)), *et = malloc((n + 2) * sizeof(double)),
-           *es = malloc((n + 2) * sizeof(double)), *sm = malloc((n + 1) * sizeof(double));
-    if (!x || !loss || !ex || !et || !es || !sm)
-        cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    size_t ne = 0;
-    const uint64_t first = rs->step - n + 1;
-    if (isfinite(h->init[H_TOK]) && first == 1) {
-        ex[ne] = 0;
-        et[ne] = 100.0 * h->init[H_TOK];
-        es[ne] = 100.0 * h->init[H_SEQ];
-        ne++;
-    }
-    for (size_t i = 0; i < n; i++) {
-        x[i] = (double)(first + i);
-        loss[i] = report_at(h, i, H_LOSS);
-        if (isfinite(report_at(h, i, H_TOK))) {
-            ex[ne] = x[i];
-            et[ne] = 100.0 * report_at(h, i, H_TOK);
-            es[ne] = 100.0 * report_at(h, i, H_SEQ);
-            ne++;
-        }
-    }
-    /* a smoothed curve next to the raw loss */
-    report_smooth(loss, n, sm);
     char title[160];
     snprintf(title, sizeof title, "%s: training loss (cross-entropy, log scale)",
              task_name((task_kind)rs->cfg.task));
-    svg_series ls[2] = {{"loss", "#9ecae1", x, loss, n},
-                        {"loss (smoothed)", "#08519c", x, sm, n}};
-    svg_series as[2] = {{"token acc.", "#d94801", ex, et, ne},
-                        {"sequence acc.", "#238b45", ex, es, ne}};
-    svg_chart ch[2] = {{title, "step", "loss", ls, 2, 1, 0, 0},
-                       {"held-out accuracy (%)", "step", "accuracy %", as, 2, 0, 0, 100}};
-    int st = svg_write_charts(path, ch, 2, 900, 330);
-    if (st != MHA_OK)
-        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
-    UTIL_FREE_ALL(x, loss, ex, et, es, sm);
+    const train_panel p[2] = {
+        {title, "loss", 1, 0, 0,
+         {{"loss", "#9ecae1", H_LOSS, 1, 0},
+          {"loss (smoothed)", "#08519c", TRAIN_CURVE_SMOOTH + H_LOSS, 1, 0}}},
+        {"held-out accuracy (%)", "accuracy %", 0, 0, 100,
+         {{"token acc.", "#d94801", H_TOK, 100, 1}, {"sequence acc.", "#238b45", H_SEQ, 100, 1}}}};
+    train_write_curves(&rs->hist, path, p, 2);
 }
 
 

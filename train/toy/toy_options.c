@@ -191,8 +191,10 @@ int toy_configure(int argc, char **argv, run_config *cfg, resume_info *ri, int *
         resume_config(cfg->resume, explicit_opt, cfg, ri);
         if (!explicit_opt[opt_index("out")]) /* the checkpoint's own directory */
             cli_dirname(cfg->resume, cfg->out, sizeof cfg->out);
-        if (train_resume_finished(cfg->resume, ri->step, cfg->steps))
+        if (train_resume_finished(cfg->resume, ri->step, cfg->steps)) {
+            mha_st_free(ri->ck);
             return 0;
+        }
     }
     check_across_options(cfg, explicit_opt);
     *n_threads = cli_check_threads(cfg->threads, explicit_opt[opt_index("threads")] ||

@@ -107,6 +107,7 @@ typedef struct resume_info {
     uint64_t steps;  /* the --steps it was made with                              */
     double elapsed;  /* metadata elapsed_seconds (0 if absent: an older checkpoint) */
     char run_id[RUNDIR_ID_CAP]; /* metadata run_id ("" if absent: an older checkpoint) */
+    mha_st_file *ck; /* the checkpoint, open until load_checkpoint (NULL: none)      */
 } resume_info;
 
 /* ---- toy_options.c ---------------------------------------------------------------- */
@@ -121,9 +122,9 @@ int toy_configure(int argc, char **argv, run_config *cfg, resume_info *ri, int *
 
 /* Build the run for cfg: check that the task has both splits and that its activations fit
  * in memory (exit 2 otherwise), prepare the output directory, create the model and the
- * optimizer, fill the tensor table, and load the checkpoint when resuming. Returns the
- * number of parameters. Free with toy_run_free. */
-size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, double t_start,
+ * optimizer, fill the tensor table, and load the checkpoint when resuming (ri->ck, then
+ * closed and NULL). Returns the number of parameters. Free with toy_run_free. */
+size_t toy_build(run_state *rs, const run_config *cfg, resume_info *ri, double t_start,
                  int n_threads);
 void toy_run_free(run_state *rs);
 
@@ -140,11 +141,13 @@ int toy_train(run_state *rs, const resume_info *ri, size_t n_params);
 int save_checkpoint(run_state *rs, const char *path);
 /* Take the configuration of checkpoint `path` into *cfg (options with ckpt == 1 always,
  * an explicit different value refused; ckpt == 2 unless given) and check its step
- * counters and data.rng (each named in the message); exit 2 on any problem. */
+ * counters and data.rng (each named in the message); exit 2 on any problem. The file
+ * stays open in info->ck. */
 void resume_config(const char *path, const int *explicit_opt, run_config *cfg,
                    resume_info *info);
-/* Load tensors and state from a checkpoint whose config already matches; exit 2. */
-void load_checkpoint(run_state *rs, const char *path);
+/* Load tensors and state from checkpoint f (resume_config's, whose state it checked) into
+ * the run built for its config, then close f; exit 2. */
+void load_checkpoint(run_state *rs, mha_st_file *f);
 /* loss.svg: the training loss (raw and smoothed) and the held-out accuracy. */
 void write_loss_svg(const run_state *rs, const char *path);
 /* attention_layer<l>.svg for held-out example 0; paths[l] gets each file's name. */

@@ -139,7 +139,7 @@ static void setup_tensors(run_state *rs)
     }
 }
 
-size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, double t_start,
+size_t toy_build(run_state *rs, const run_config *cfg, resume_info *ri, double t_start,
                  int n_threads)
 {
     memset(rs, 0, sizeof *rs);
@@ -177,8 +177,10 @@ size_t toy_build(run_state *rs, const run_config *cfg, const resume_info *ri, do
     for (size_t i = 0; i < rs->n_pt; i++)
         n_params += rs->pt[i].numel;
     mha_pcg32_seed(&rs->data_rng, cfg->seed, TASK_STREAM_TRAIN);
-    if (cfg->resume[0])
-        load_checkpoint(rs, cfg->resume);
+    if (ri->ck) {
+        load_checkpoint(rs, ri->ck);
+        ri->ck = NULL;
+    }
     return n_params;
 }
 

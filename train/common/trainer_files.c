@@ -1,0 +1,97 @@
+/*
+ * What the programs write and say about a run beside the loop (trainer.h): the curves
+ * picture of the history, the checkpoint's run metadata, the header's peak and resume lines,
+ * the line of a run that stopped early.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "peak.h"
+#include "svg.h"
+#include "trainer.h"
+
+/* One curve into x, y (room for n + 1 points): its points, in step order. */
+static size_t curve_points(const report_history *h, const train_curve *c, double *sm, double *x,
+                           double *y)
+{
+    const int smooth = c->col >= TRAIN_CURVE_SMOOTH;
+    const size_t col = (size_t)(smooth ? c->col - TRAIN_CURVE_SMOOTH : c->col);
+    size_t m = 0;
+    if (c->sparse && isfinite(h->init[col])) { /* the evaluation before training */
+        x[m] = 0;
+        y[m++] = c->scale * h->init[col];
+    }
+    if (smooth) { /* sm: the column's raw values, smoothed into y */
+        for (size_t i = 0; i < h->n; i++)
+            sm[i] = report_at(h, i, col);
+        report_smooth(sm, h->n, y);
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        const double v = report_at(h, i, col);
+        if (c->sparse && !isfinite(v))
+            continue;
+        x[m] = (double)(i + 1); /* row i is step i + 1 */
+        if (!smooth)
+            y[m] = c->scale * v;
+        m++;
+    }
+    return m;
+}
+
+void train_write_curves(const report_history *h, const char *path, const train_panel *p,
+                        size_t n)
+{
+    enum { MAX_CURVES = 2 * TRAIN_PANEL_CURVES };
+    svg_series s[MAX_CURVES];
+    svg_chart ch[TRAIN_MAX_PANELS];
+    const size_t len = h->n + 1;
+    double *buf = malloc((2 * MAX_CURVES + 1) * len * sizeof *buf);
+    if (!buf)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    size_t ns = 0, nc = 0;
+    for (size_t k = 0; k < n && k < TRAIN_MAX_PANELS; k++) {
+        const size_t first = ns;
+        size_t points = 0;
+        for (size_t j = 0; j < TRAIN_PANEL_CURVES && p[k].c[j].label; j++, ns++) {
+            double *x = buf + 2 * ns * len, *y = x + len;
+            const size_t m = curve_points(h, &p[k].c[j], buf + 2 * MAX_CURVES * len, x, y);
+            s[ns] = (svg_series){p[k].c[j].label, p[k].c[j].color, x, y, m};
+            points += m;
+        }
+        if (points == 0) /* a panel with nothing to draw (no evaluation yet) is left out */
+            continue;
+        ch[nc++] = (svg_chart){p[k].title, "step", p[k].ylabel, s + first, ns - first,
+                               p[k].log_y, p[k].ymin, p[k].ymax};
+    }
+    const int st = svg_write_charts(path, ch, nc, 900, 330);
+    if (st != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
+    free(buf);
+}
+
+int train_save_checkpoint(const char *path, const ckpt_layout *c, const char *format,
+                          const cli_opt *opts, size_t n, const void *cfg,
+                          const char *const *extra, double elapsed, const char *run_id)
+{
+    ckpt_meta meta = {0};
+    char el[32];
+    snprintf(el, sizeof el, "%.3f", elapsed);
+    int st = ckpt_meta_init(&meta, format, opts, n, cfg);
+    for (size_t k = 0; st == MHA_OK && extra && extra[k]; k += 2)
+        if (extra[k + 1])
+            st = ckpt_meta_add(&meta, extra[k], extra[k + 1]);
+    if (st == MHA_OK)
+        st = ckpt_meta_add(&meta, "elapsed_seconds", el);
+    if (st == MHA_OK && run_id && run_id[0])
+        st = ckpt_meta_add(&meta, "run_id", run_id);
+    if (st != MHA_OK)
+        cli_die(CLI_EXIT_RUNTIME, "out of memory");
+    meta.checksums = 1; /* a CRC-32C of every tensor and of the metadata (ckpt.h) */
+    char err[2 * CLI_PATH_CAP] = "";
+    st = ckpt_save(path, c, &meta, err, sizeof err);
+    if (st != MHA_OK)
+        fprintf(stderr, "%s: cannot write %s: %s\n", cli_program(), path, err);
+    ckpt_meta_free(&meta);
+    return st;
+}
