@@ -25,6 +25,7 @@
 #include "ckpt.h"
 #include "cli.h"
 #include "mha_optim.h"
+#include "peak.h"
 #include "report.h"
 
 /* A history row (and CSV row): the step's loss, learning rate and gradient norm (before
@@ -312,5 +313,18 @@ void train_write_curves(const report_history *h, const char *path, const train_p
 int train_save_checkpoint(const char *path, const ckpt_layout *c, const char *format,
                           const cli_opt *opts, size_t n, const void *cfg,
                           const char *const *extra, double elapsed, const char *run_id);
+
+/* The header's last lines: "resumed from RESUME at step STEP" (when resume is not empty;
+ * with a note when --steps is not the `made` the checkpoint was made with), then the
+ * MFU's denominator when peak > 0: the peak of src (peak_best_note), its precision,
+ * threads, "a rank, all ranks" with several ranks, the model GFLOP of a step when
+ * flops_step > 0. Flushes stdout. */
+void train_say_run_state(const char *resume, uint64_t step, uint64_t made, uint64_t steps,
+                         const peak_best *src, double peak, const char *precision, int threads,
+                         int ranks, double flops_step);
+/* After a loop that stopped before --steps: "stopped after step S of N (why); continue
+ * with --resume CKPT" — the signal, one to another rank, or --stop-after. Nothing when the
+ * run reached --steps. */
+void train_say_stopped(const train_loop *L, const char *ckpt_path);
 
 #endif /* TRAIN_TRAINER_H */

@@ -95,3 +95,34 @@ int train_save_checkpoint(const char *path, const ckpt_layout *c, const char *fo
     ckpt_meta_free(&meta);
     return st;
 }
+
+void train_say_run_state(const char *resume, uint64_t step, uint64_t made, uint64_t steps,
+                         const peak_best *src, double peak, const char *precision, int threads,
+                         int ranks, double flops_step)
+{
+    if (resume && resume[0])
+        printf("  resumed from %s at step %llu%s\n", resume, (unsigned long long)step,
+               made != steps ? " (--steps changed: the remaining steps follow the schedule of "
+                               "the new --steps)" : "");
+    char note[PEAK_PATH_CAP + 128], gflop[48] = "";
+    peak_best_note(src, note, sizeof note);
+    if (flops_step > 0)
+        snprintf(gflop, sizeof gflop, ", %.3g GFLOP a step", flops_step * 1e-9);
+    if (peak > 0)
+        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s%s): the MFU's denominator%s\n",
+               peak, precision, threads, ranks > 1 ? " a rank, all ranks" : "", note, gflop);
+    fflush(stdout);
+}
+
+void train_say_stopped(const train_loop *L, const char *ckpt_path)
+{
+    if (*L->step >= L->steps)
+        return;
+    const int sig = report_stop_signal();
+    printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
+           (unsigned long long)*L->step, (unsigned long long)L->steps,
+           sig           ? report_signal_name(sig)
+           : L->stop_sig ? "a signal to another rank"
+                         : "--stop-after",
+           ckpt_path);
+}

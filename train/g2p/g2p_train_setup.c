@@ -202,15 +202,9 @@ static void print_header(const trainer *t)
     printf("  memory: about %s (estimated from the options: parameters, gradients, AdamW's "
            "moments and a batch's activations%s)\n", need,
            t->teach ? "; the teachers' distributions" : "");
-    if (c->resume[0])
-        printf("  resumed from %s at step %llu\n", c->resume, (unsigned long long)t->r.step);
-    char note[PEAK_PATH_CAP + 128];
-    peak_best_note(&t->clk.peak_src, note, sizeof note);
-    if (t->clk.peak > 0)
-        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s%s): the MFU's denominator\n",
-               t->clk.peak, G2P_PRECISION_NAMES[c->precision], c->threads,
-               dist_size() > 1 ? " a rank, all ranks" : "", note);
-    fflush(stdout);
+    train_say_run_state(c->resume, t->r.step, c->steps, c->steps, &t->clk.peak_src,
+                        t->clk.peak, G2P_PRECISION_NAMES[c->precision], c->threads,
+                        dist_size(), 0);
 }
 
 /* The peak of the loop of `bf16` or not (peak.h), the MFU's denominator: one process keeps

@@ -281,18 +281,9 @@ static void print_header(const trainer *t)
                "summed %s\n", dist_size(), c->batch / (size_t)dist_size(), t->cap_b, c->batch,
                c->grad_sync == DIST_SYNC_OVERLAP ? "block by block during backward (overlap)"
                                                  : "after backward");
-    if (c->resume[0])
-        printf("  resumed from %s at step %llu%s\n", c->resume, (unsigned long long)t->r.step,
-               t->ck.made != c->steps ? " (--steps changed: the remaining steps follow the "
-                                        "schedule of the new --steps)" : "");
-    char note[PEAK_PATH_CAP + 128];
-    peak_best_note(&t->clk.peak_src, note, sizeof note);
-    if (t->clk.peak > 0)
-        printf("  measured peak %.0f GFLOP/s (%s, %d thread(s)%s%s): the MFU's denominator, "
-               "%.3g GFLOP a step\n", t->clk.peak, CLI_PRECISION_NAMES[c->precision],
-               c->threads, dist_size() > 1 ? " a rank, all ranks" : "", note,
-               t->clk.flops_step * 1e-9);
-    fflush(stdout);
+    train_say_run_state(c->resume, t->r.step, t->ck.made, c->steps, &t->clk.peak_src,
+                        t->clk.peak, CLI_PRECISION_NAMES[c->precision], c->threads,
+                        dist_size(), t->clk.flops_step);
 }
 
 /* The program's setup (train_program; ctx: the trainer): parse, check, read the data and
@@ -413,9 +404,8 @@ static void finish(void *ctx, int completed)
     const train_loop *L = &t->loop;
     const double tok_s = L->loop_s > 0 ? (double)(L->steps_done * c->batch * c->context) /
                                              L->loop_s : 0;
-    const int sig = report_stop_signal();
     if (t->rank0)
-        gpt_finish_run(t, tok_s, completed, sig);
+        gpt_finish_run(t, tok_s, completed);
     dist_barrier();
 }
 

@@ -80,9 +80,9 @@ size_t gpt_write_attention_svgs(trainer *t);
 void gpt_write_summary(const trainer *t, const char *path, double wall, double tok_s,
                        int completed, const char *sample, size_t n_params);
 
-/* Rank 0 at the end of a run (completed, or stopped: by signal sig, by another rank's
- * signal, or at --stop-after): pictures, the sample, summary.json, and what was written
+/* Rank 0 at the end of a run (completed, or stopped: by a signal, by another rank's
+ * signal, or at --stop-after: train_say_stopped): pictures, the sample, summary.json, and what was written
  * where. tok_s: this process's tokens per second over its loop. */
-void gpt_finish_run(trainer *t, double tok_s, int completed, int sig);
+void gpt_finish_run(trainer *t, double tok_s, int completed);
 
 #endif /* TRAIN_GPT_TRAIN_H */

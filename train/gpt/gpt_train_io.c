@@ -196,18 +196,14 @@ void gpt_write_summary(const trainer *t, const char *path, double wall, double t
 
 /* ---- the end of a run ---- */
 
-void gpt_finish_run(trainer *t, double tok_s, int completed, int sig)
+void gpt_finish_run(trainer *t, double tok_s, int completed)
 {
     const gpt_run_config *c = &t->cfg;
     gpt_write_loss_svg(t, t->svg_path);
     const size_t heat = c->attention == MHA_ATTN_STORED ? gpt_write_attention_svgs(t) : 0;
     report_remove_stale_numbered(c->out, "attention_layer", heat, ".svg");
     char *sample = NULL;
-    if (!completed)
-        printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
-               (unsigned long long)t->r.step, (unsigned long long)c->steps,
-               sig ? report_signal_name(sig) : t->loop.stop_sig ? "a signal to another rank"
-                                                          : "--stop-after", t->ckpt_path);
+    train_say_stopped(&t->loop, t->ckpt_path);
     if (isfinite(t->loop.last[H_EVVA]))
         printf("validation loss %.4f, training %.4f (evaluated at step %llu; best validation "
                "%.4f at step %llu)  %.0f tokens/s with the evaluations\n", t->loop.last[H_EVVA],

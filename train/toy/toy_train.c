@@ -102,18 +102,8 @@ static void print_header(const toy_loop *tl, const resume_info *ri)
            (unsigned long long)cfg->warmup, cfg->min_lr, cfg->batch,
            (unsigned long long)cfg->steps, (unsigned long long)cfg->seed, cfg->threads,
            cfg->out);
-    if (cfg->resume[0])
-        printf("  resumed from %s at step %llu%s\n", cfg->resume,
-               (unsigned long long)tl->rs->step,
-               ri->steps != cfg->steps ? " (--steps changed: the remaining steps follow the "
-                                         "schedule of the new --steps)" : "");
-    char note[PEAK_PATH_CAP + 128];
-    peak_best_note(&tl->rs->peak_src, note, sizeof note);
-    if (tl->rs->peak > 0)
-        printf("  measured peak %.0f GFLOP/s (fp32, %d thread(s)%s): the MFU's denominator, "
-               "%.3g GFLOP a step\n", tl->rs->peak, tl->rs->n_threads, note,
-               tl->rs->flops_step * 1e-9);
-    fflush(stdout);
+    train_say_run_state(cfg->resume, tl->rs->step, ri->steps, cfg->steps, &tl->rs->peak_src,
+                        tl->rs->peak, "fp32", tl->rs->n_threads, 1, tl->rs->flops_step);
 }
 
 /* ---- the trainer's hooks (trainer.h) --------------------------------------------------- */
@@ -262,13 +252,9 @@ static int loop_finish(toy_loop *tl)
     write_summary(rs, tl->sum_path, wall, ev_tok, ev_seq, tl->ev_loss, tl->last_loss,
                   tl->n_params, rs->step < cfg->steps);
 
-    const int sig = report_stop_signal();
     char walls[32];
     report_duration(wall, walls, sizeof walls);
-    if (rs->step < cfg->steps)
-        printf("stopped after step %llu of %llu (%s); continue with --resume %s\n",
-               (unsigned long long)rs->step, (unsigned long long)cfg->steps,
-               sig ? report_signal_name(sig) : "--stop-after", tl->ckpt_path);
+    train_say_stopped(L, tl->ckpt_path);
     printf("held-out accuracy (%zu examples): token %.2f%%, sequence %.2f%%  (%.1f s = %s%s)\n",
            cfg->eval_size, 100 * ev_tok, 100 * ev_seq, wall, walls,
            rs->elapsed0 > 0 ? ", the whole run" : "");
@@ -279,6 +265,7 @@ static int loop_finish(toy_loop *tl)
         printf(" (no attention heat maps with --attention recompute)");
     printf("\nlog: %s  summary: %s  checkpoint: %s\n", tl->csv_path, tl->sum_path,
            tl->ckpt_path);
+    const int sig = report_stop_signal();
     return sig ? 128 + sig : 0;
 }
 
