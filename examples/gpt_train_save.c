@@ -81,18 +81,31 @@ int main(int argc, char **argv)
     mha_gpt *g = NULL;
     check(mha_gpt_create(&g, &cfg, B), "create the model", NULL);
 
-    /* AdamW over every tensor, weight decay on the matmul weights only */
+    /* AdamW over the model's parameter arena as one group, weight decay on the matmul
+     * weights only: tensor i ends at end[i] in the arena (the tensors lie end to end in
+     * mha_gpt_tensor's order) */
     mha_optim_config oc;
     check(mha_optim_default_config(MHA_OPTIM_ADAMW, &oc), "optimizer config", NULL);
     mha_optimizer *opt = NULL;
     check(mha_optim_create(&opt, &oc), "create the optimizer", NULL);
-    for (size_t i = 0; i < mha_gpt_num_tensors(g); i++) {
+    const size_t nt = mha_gpt_num_tensors(g);
+    size_t *end = malloc(nt * sizeof *end), n_params = 0;
+    double *decay = malloc(nt * sizeof *decay);
+    if (!end || !decay)
+        check(MHA_ENOMEM, "tensor table", NULL);
+    for (size_t i = 0; i < nt; i++) {
         mha_param_info in;
         float *p, *grad;
         check(mha_gpt_tensor(g, i, &in, &p, &grad), "tensor", NULL);
-        check(mha_optim_add_decay(opt, in.name, p, grad, in.numel, in.decay ? 0.01 : 0.0),
-              "optimizer group", NULL);
+        end[i] = n_params += in.numel;
+        decay[i] = in.decay ? 0.01 : 0.0;
     }
+    size_t arena_n;
+    float *params = mha_gpt_params(g, &arena_n);
+    check(mha_optim_add_segments(opt, "model", params, mha_gpt_grads(g, NULL), arena_n, nt,
+                                 end, decay), "optimizer group", NULL);
+    free(end);
+    free(decay);
     double loss = 0;
     for (size_t step = 0; step < STEPS; step++) {
         batch(ids, n, step, tok, tgt);

@@ -45,6 +45,23 @@ MHA_API int MHA_NAME(optim_add_decay)(MHA_NAME(optimizer) *o, const char *name,
                                       MHA_REAL *params, MHA_REAL *grads, size_t n,
                                       double weight_decay);
 
+/* One group for a model's whole parameter arena: params[n] and grads[n] (borrowed, as in
+ * MHA_NAME(optim_add)) made of nseg consecutive tensors, tensor k being elements
+ * end[k−1] .. end[k]−1 (end[−1] = 0, so end[nseg−1] = n) with its own weight decay
+ * weight_decay[k] (e.g. 0.1 on the matrices, 0 on biases, norms and embeddings). One
+ * moment buffer [n] each (MHA_NAME(optim_group) gives it; tensor k's moments are at its
+ * offset end[k−1]). The work of every loop is cut at the tensors' boundaries as if each
+ * tensor were a group of its own, so the results are bit for bit those of nseg groups added
+ * one by one with MHA_NAME(optim_add_decay), at any thread count. end and weight_decay are
+ * read during the call only.
+ * Same errors as MHA_NAME(optim_add_decay), plus MHA_EINVAL for nseg == 0, end or
+ * weight_decay NULL, end not increasing or end[nseg−1] ≠ n, and a weight decay negative,
+ * infinite or NaN; on error the optimizer is unchanged. */
+MHA_API int MHA_NAME(optim_add_segments)(MHA_NAME(optimizer) *o, const char *name,
+                                         MHA_REAL *params, MHA_REAL *grads, size_t n,
+                                         size_t nseg, const size_t *end,
+                                         const double *weight_decay);
+
 /* Global gradient-norm clipping, torch.nn.utils.clip_grad_norm_ (L2, over all groups):
  *   norm = √(Σ_groups Σ_i grads[i]²)        (accumulated in double)
  *   coef = max_norm / (norm + 1e-6)

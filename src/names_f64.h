@@ -124,6 +124,7 @@
 #define mha_optim_destroy mhad_optim_destroy
 #define mha_optim_add mhad_optim_add
 #define mha_optim_add_decay mhad_optim_add_decay
+#define mha_optim_add_segments mhad_optim_add_segments
 #define mha_optim_clip_grad_norm mhad_optim_clip_grad_norm
 #define mha_optim_step mhad_optim_step
 #define mha_optim_num_groups mhad_optim_num_groups

@@ -34,15 +34,17 @@ typedef struct optim_group {
     REAL *m;      /* [n] owned; first moment / momentum buffer, or NULL    */
     REAL *v;      /* [n] owned; second moment (Adam/AdamW), or NULL        */
     size_t n;
-    double wd;    /* this group's weight decay (cfg.weight_decay unless given) */
 } optim_group;
 
-/* A piece of one group: elements [i0, i1) of group `group`. The loops over every
- * element (norm, clipping, finiteness, the update) run over the table of all spans, so
- * the threads share the work evenly however the parameters are grouped, and every
- * per-span partial result is combined in span order (the same bits for any count). */
+/* A piece of one segment of one group: elements [i0, i1) of group `group`, with the
+ * segment's weight decay. The loops over every element (norm, clipping, finiteness, the
+ * update) run over the table of all spans, so the threads share the work evenly however the
+ * parameters are grouped, and every per-span partial result is combined in span order (the
+ * same bits for any count). Spans start afresh at every segment, so a group of k segments
+ * has the spans of k groups added one by one: the same sums, the same bits. */
 typedef struct optim_span {
     size_t group, i0, i1;
+    double wd;
 } optim_span;
 
 /* Elements per span. */
@@ -126,19 +128,23 @@ int mha_optim_add(X(optimizer) *o, const char *name, REAL *params, REAL *grads, 
 int mha_optim_add_decay(X(optimizer) *o, const char *name, REAL *params, REAL *grads,
                         size_t n, double weight_decay)
 {
-    if (o == NULL || name == NULL || name[0] == '\0' || params == NULL || grads == NULL ||
-        n == 0 || !in_range(weight_decay, 0.0, INFINITY, 1))
-        return MHA_EINVAL;
-    for (size_t i = 0; i < o->count; i++)
-        if (strcmp(o->groups[i].name, name) == 0)
-            return MHA_EINVAL; /* duplicate name: checkpoints could not tell them apart */
-    if (o->t != 0)
-        return MHA_ESTATE;
-    if (n > SIZE_MAX / sizeof(REAL))
-        return MHA_EOVERFLOW;
+    return X(optim_add_segments)(o, name, params, grads, n, 1, &n, &weight_decay);
+}
 
-    /* Grow the group table first; realloc leaves it intact on failure, and a larger
-     * capacity with the same count is not an observable change. */
+/* Spans of the segments ending at end[0 .. nseg) (checked: increasing, the last n), or
+ * SIZE_MAX when their count overflows the table's size. */
+static size_t count_spans(size_t nseg, const size_t *end)
+{
+    size_t total = 0, s0 = 0;
+    for (size_t k = 0; k < nseg; s0 = end[k], k++)
+        total += (end[k] - s0 + OPTIM_SPAN - 1) / OPTIM_SPAN; /* <= end[k] - s0: no overflow */
+    return total;
+}
+
+/* Grow the group and span tables for one more group of new_spans spans; a larger capacity
+ * with the same count is not an observable change, so a failure leaves o as it was. */
+static int grow_tables(X(optimizer) *o, size_t new_spans)
+{
     if (o->count == o->capacity) {
         size_t cap = o->capacity ? o->capacity : 4;
         if (o->capacity) {
@@ -152,10 +158,7 @@ int mha_optim_add_decay(X(optimizer) *o, const char *name, REAL *params, REAL *g
         o->groups = grown;
         o->capacity = cap;
     }
-
-    /* Grow the span table too (same rule: a larger capacity is not observable). */
-    const size_t new_spans = (n + OPTIM_SPAN - 1) / OPTIM_SPAN;
-    if (new_spans > SIZE_MAX / sizeof(optim_span) - o->nspans)
+    if (new_spans > SIZE_MAX / 2 / sizeof(optim_span) - o->nspans)
         return MHA_EOVERFLOW;
     if (o->nspans + new_spans > o->spans_cap) {
         size_t cap = 2 * (o->nspans + new_spans);
@@ -169,6 +172,29 @@ int mha_optim_add_decay(X(optimizer) *o, const char *name, REAL *params, REAL *g
         o->partial = pa;
         o->spans_cap = cap;
     }
+    return MHA_OK;
+}
+
+int mha_optim_add_segments(X(optimizer) *o, const char *name, REAL *params, REAL *grads,
+                           size_t n, size_t nseg, const size_t *end, const double *weight_decay)
+{
+    if (o == NULL || name == NULL || name[0] == '\0' || params == NULL || grads == NULL ||
+        n == 0 || nseg == 0 || end == NULL || weight_decay == NULL || end[nseg - 1] != n)
+        return MHA_EINVAL;
+    for (size_t k = 0; k < nseg; k++)
+        if (end[k] <= (k ? end[k - 1] : 0) || !in_range(weight_decay[k], 0.0, INFINITY, 1))
+            return MHA_EINVAL; /* an empty or backward segment, or a bad decay */
+    for (size_t i = 0; i < o->count; i++)
+        if (strcmp(o->groups[i].name, name) == 0)
+            return MHA_EINVAL; /* duplicate name: checkpoints could not tell them apart */
+    if (o->t != 0)
+        return MHA_ESTATE;
+    if (n > SIZE_MAX / sizeof(REAL))
+        return MHA_EOVERFLOW;
+    const size_t new_spans = count_spans(nseg, end);
+    int st = grow_tables(o, new_spans);
+    if (st != MHA_OK)
+        return st;
 
     optim_group g = {0};
     size_t len = strlen(name);
@@ -187,10 +213,12 @@ int mha_optim_add_decay(X(optimizer) *o, const char *name, REAL *params, REAL *g
     g.params = params;
     g.grads = grads;
     g.n = n;
-    g.wd = weight_decay;
-    for (size_t k = 0; k < new_spans; k++)
-        o->spans[o->nspans++] = (optim_span){.group = o->count, .i0 = k * OPTIM_SPAN,
-                                             .i1 = (k + 1) * OPTIM_SPAN < n ? (k + 1) * OPTIM_SPAN : n};
+    for (size_t k = 0, s0 = 0; k < nseg; s0 = end[k], k++)
+        for (size_t i = s0; i < end[k]; i += OPTIM_SPAN)
+            o->spans[o->nspans++] = (optim_span){.group = o->count, .i0 = i,
+                                                 .i1 = end[k] - i > OPTIM_SPAN ? i + OPTIM_SPAN
+                                                                               : end[k],
+                                                 .wd = weight_decay[k]};
     o->groups[o->count++] = g;
     return MHA_OK;
 }
@@ -370,7 +398,7 @@ static void step_task(void *ctx, size_t k0, size_t k1, int slot)
     for (size_t k = k0; k < k1; k++) {
         const optim_span *sp = &o->spans[k];
         const optim_group *grp = &o->groups[sp->group];
-        const double wd = grp->wd;
+        const double wd = sp->wd;
         if (c->kind == MHA_OPTIM_SGD)
             sgd_span(grp, sp->i0, sp->i1, j->lr, c->momentum, wd);
         else

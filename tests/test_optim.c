@@ -22,6 +22,7 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <omp.h>
@@ -440,6 +441,7 @@ int main(void)
         cmocka_unit_test(optim_adamw_matches_formula_and_torch),
         cmocka_unit_test(optim_group_weight_decay_is_per_group),
         cmocka_unit_test(optim_thread_count_independent),
+        cmocka_unit_test(optim_segments_match_groups),
         cmocka_unit_test(optim_step_count_set_get),
         cmocka_unit_test(optim_checkpoint_resume_is_bitwise),
         cmocka_unit_test(optim_group_access),
@@ -459,6 +461,7 @@ int main(void)
         cmocka_unit_test(optim_f64_adamw_matches_formula_and_torch),
         cmocka_unit_test(optim_f64_group_weight_decay_is_per_group),
         cmocka_unit_test(optim_f64_thread_count_independent),
+        cmocka_unit_test(optim_f64_segments_match_groups),
         cmocka_unit_test(optim_f64_step_count_set_get),
         cmocka_unit_test(optim_f64_checkpoint_resume_is_bitwise),
         cmocka_unit_test(optim_f64_group_access),

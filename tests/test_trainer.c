@@ -271,6 +271,93 @@ static void trainer_nonfinite(void **state)
     }
 }
 
+/* ---- the tensor table and the optimizer (ckpt_tensors_of_model) ---------------------- */
+
+/* Three tensors (5, 1 and 4,100 elements: the last crosses a 4,096-element span), a decayed
+ * one between two that are not, in one arena or in allocations of their own. */
+enum { FT = 3, FT_TOTAL = 5 + 1 + 4100 };
+static const size_t ft_numel[FT] = {5, 1, 4100};
+static const int ft_decay[FT] = {0, 1, 0};
+typedef struct fake_model {
+    float *p[FT], *g[FT];
+} fake_model;
+
+static int fake_tensor(void *model, size_t i, mha_param_info *info, float **p, float **g)
+{
+    static const char *const names[FT] = {"a.bias", "b.weight", "c.weight"};
+    const fake_model *m = model;
+    *info = (mha_param_info){names[i], 1, {ft_numel[i], 0}, ft_numel[i], MHA_ROLE_BIAS,
+                             ft_decay[i]};
+    *p = m->p[i];
+    *g = m->g[i];
+    return MHA_OK;
+}
+
+/* A model whose tensors lie end to end gets one group of segments (its moments one block,
+ * each tensor's at its offset); one whose tensors lie apart a group per tensor. Both
+ * decay the marked tensor alone, and after AdamW steps with clipping hold the same bits. */
+static void trainer_tensor_table_groups(void **state)
+{
+    (void)state;
+    float *arena = malloc(2 * FT_TOTAL * sizeof *arena), *apart[2 * FT];
+    assert_non_null(arena);
+    fake_model m[2];
+    for (size_t i = 0, off = 0; i < FT; off += ft_numel[i], i++) {
+        m[0].p[i] = arena + off;
+        m[0].g[i] = arena + FT_TOTAL + off;
+        m[1].p[i] = apart[2 * i] = malloc(ft_numel[i] * sizeof(float));
+        m[1].g[i] = apart[2 * i + 1] = malloc(ft_numel[i] * sizeof(float));
+        assert_true(apart[2 * i] && apart[2 * i + 1]);
+    }
+    mha_optimizer *opt[2];
+    ckpt_tensor *t[2];
+    for (int r = 0; r < 2; r++) {
+        for (size_t i = 0; i < FT; i++)
+            for (size_t j = 0; j < ft_numel[i]; j++)
+                m[r].p[i][j] = 1.0f + 0.001f * (float)j;
+        opt[r] = train_adamw(0.99, 0.1);
+        float *sc = NULL;
+        size_t total = 0;
+        char err[256] = "";
+        assert_int_equal(ckpt_tensors_of_model(&m[r], FT, fake_tensor, opt[r], 0.1, 0, &t[r],
+                                               &sc, &total, err, sizeof err), MHA_OK);
+        assert_null(sc);
+        assert_int_equal(total, FT_TOTAL);
+        assert_int_equal(mha_optim_num_groups(opt[r]), r == 0 ? 1 : FT);
+        float *gm = NULL, *gv = NULL;
+        assert_int_equal(mha_optim_group(opt[r], 0, NULL, NULL, &gm, &gv), MHA_OK);
+        assert_true(t[r][0].m == gm && t[r][0].v == gv);
+        if (r == 0)
+            for (size_t i = 1; i < FT; i++)
+                assert_true(t[0][i].m == gm + (t[0][i].p - arena) &&
+                            t[0][i].v == gv + (t[0][i].p - arena));
+    }
+    for (int step = 0; step < 3; step++)
+        for (int r = 0; r < 2; r++) {
+            for (size_t i = 0; i < FT; i++)
+                for (size_t j = 0; j < ft_numel[i]; j++)
+                    m[r].g[i][j] = step == 0 ? 0.0f : (float)((int)((i * 31 + j * 7) % 13) - 6);
+            double norm;
+            assert_int_equal(mha_optim_clip_grad_norm(opt[r], 1.0, &norm), MHA_OK);
+            assert_int_equal(mha_optim_step(opt[r], 0.01), MHA_OK);
+            if (step == 0) /* no gradient: the decay alone moved b.weight, 1 − lr·wd */
+                for (size_t i = 0; i < FT; i++)
+                    assert_true(m[r].p[i][0] == (ft_decay[i] ? (float)(1.0 - 0.01 * 0.1) : 1.0f));
+        }
+    for (size_t i = 0; i < FT; i++) {
+        assert_memory_equal(m[0].p[i], m[1].p[i], ft_numel[i] * sizeof(float));
+        assert_memory_equal(t[0][i].m, t[1][i].m, ft_numel[i] * sizeof(float));
+        assert_memory_equal(t[0][i].v, t[1][i].v, ft_numel[i] * sizeof(float));
+    }
+    for (int r = 0; r < 2; r++) {
+        mha_optim_destroy(opt[r]);
+        free(t[r]);
+    }
+    for (size_t k = 0; k < 2 * FT; k++)
+        free(apart[k]);
+    free(arena);
+}
+
 int main(void)
 {
     cli_set_program("test_trainer");
@@ -279,6 +366,7 @@ int main(void)
         cmocka_unit_test(trainer_checkpoints),
         cmocka_unit_test(trainer_stop_after),
         cmocka_unit_test(trainer_nonfinite),
+        cmocka_unit_test(trainer_tensor_table_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -285,6 +285,44 @@ int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errl
 
 /* ---- a model's tensor table ---------------------------------------------------------- */
 
+/* Register the table t[n] (Σ numel = sum; tensor i's weight decay wd[i]) with opt and point
+ * t[i].m, t[i].v at its moments: one group of segments when the tensors lie end to end in
+ * one arena, parameters and gradients alike (mha_gpt's and mha_s2s's do: one moment buffer
+ * each), else a group per tensor — the same bits either way (mha_optim_add_segments).
+ * end: scratch [n]. */
+static int optimize_tensors(mha_optimizer *opt, ckpt_tensor *t, size_t n, size_t sum,
+                            const double *wd, size_t *end, char *err, size_t errlen)
+{
+    int arena = n > 0;
+    for (size_t i = 1; arena && i < n; i++)
+        arena = t[i].p == t[i - 1].p + t[i - 1].numel && t[i].g == t[i - 1].g + t[i - 1].numel;
+    const size_t g0 = mha_optim_num_groups(opt);
+    int st = MHA_OK;
+    if (arena) {
+        for (size_t i = 0, e = 0; i < n; i++)
+            end[i] = e += t[i].numel;
+        float *m = NULL, *v = NULL;
+        st = mha_optim_add_segments(opt, "model", t[0].p, t[0].g, sum, n, end, wd);
+        if (st == MHA_OK)
+            st = mha_optim_group(opt, g0, NULL, NULL, &m, &v);
+        for (size_t i = 0; st == MHA_OK && i < n; i++) {
+            t[i].m = m ? m + (end[i] - t[i].numel) : NULL;
+            t[i].v = v ? v + (end[i] - t[i].numel) : NULL;
+        }
+        if (st != MHA_OK)
+            util_set_err(err, errlen, "optimizer: %s", mha_strerror(st));
+        return st;
+    }
+    for (size_t i = 0; st == MHA_OK && i < n; i++) {
+        st = mha_optim_add_decay(opt, t[i].name, t[i].p, t[i].g, t[i].numel, wd[i]);
+        if (st == MHA_OK)
+            st = mha_optim_group(opt, g0 + i, NULL, NULL, &t[i].m, &t[i].v);
+        if (st != MHA_OK)
+            util_set_err(err, errlen, "optimizer %zu: %s", i, mha_strerror(st));
+    }
+    return st;
+}
+
 int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
                           mha_optimizer *opt, double decay, int decay_all, ckpt_tensor **out,
                           float **scratch, size_t *total, char *err, size_t errlen)
@@ -294,7 +332,10 @@ int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
     if (total)
         *total = 0;
     ckpt_tensor *t = calloc(n ? n : 1, sizeof *t);
-    if (!t) {
+    double *wd = calloc(n ? n : 1, sizeof *wd);
+    size_t *end = calloc(n ? n : 1, sizeof *end);
+    if (!t || !wd || !end) {
+        UTIL_FREE_ALL(t, wd, end);
         util_set_err(err, errlen, "out of memory for the table of %zu tensors", n);
         return MHA_ENOMEM;
     }
@@ -303,28 +344,23 @@ int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
     for (size_t i = 0; st == MHA_OK && i < n; i++) {
         mha_param_info info;
         float *p, *grad;
-        const char *what = "model tensor";
         st = tensor(model, i, &info, &p, &grad);
-        if (st == MHA_OK) {
-            snprintf(t[i].name, sizeof t[i].name, "%s", info.name);
-            t[i].p = p;
-            t[i].g = grad;
-            t[i].ndim = info.ndim;
-            t[i].shape[0] = info.shape[0];
-            t[i].shape[1] = info.ndim == 2 ? info.shape[1] : 0;
-            t[i].numel = info.numel;
-            sum += info.numel;
+        if (st != MHA_OK) {
+            util_set_err(err, errlen, "model tensor %zu: %s", i, mha_strerror(st));
+            break;
         }
-        if (st == MHA_OK && opt) {
-            what = "optimizer";
-            const double wd = (info.decay || decay_all) ? decay : 0.0;
-            st = mha_optim_add_decay(opt, info.name, p, grad, info.numel, wd);
-            if (st == MHA_OK)
-                st = mha_optim_group(opt, i, NULL, NULL, &t[i].m, &t[i].v);
-        }
-        if (st != MHA_OK)
-            util_set_err(err, errlen, "%s %zu: %s", what, i, mha_strerror(st));
+        snprintf(t[i].name, sizeof t[i].name, "%s", info.name);
+        t[i].p = p;
+        t[i].g = grad;
+        t[i].ndim = info.ndim;
+        t[i].shape[0] = info.shape[0];
+        t[i].shape[1] = info.ndim == 2 ? info.shape[1] : 0;
+        t[i].numel = info.numel;
+        wd[i] = (info.decay || decay_all) ? decay : 0.0;
+        sum += info.numel;
     }
+    if (st == MHA_OK && opt)
+        st = optimize_tensors(opt, t, n, sum, wd, end, err, errlen);
     float *sc = NULL;
     if (st == MHA_OK && !opt) { /* the moments are read (and validated) but not used */
         sc = calloc(2 * sum + 1, sizeof(float));
@@ -337,6 +373,7 @@ int ckpt_tensors_of_model(void *model, size_t n, ckpt_model_tensor_fn tensor,
             t[i].v = sc + sum + off;
         }
     }
+    UTIL_FREE_ALL(wd, end);
     if (st != MHA_OK) {
         free(t);
         return st;
