@@ -8,7 +8,7 @@
  *   BF16  s:1 e:8 (bias 127) f:7     = the top 16 bits of an F32
  *   F16   s:1 e:5 (bias 15)  f:10    normal: (−1)^s · 2^(e−15) · 1.f, e in 1..30;
  *                                    subnormal (e = 0): (−1)^s · 2^−24 · f; e = 31: inf, NaN
- * BF16 rounding is the library's one (mha__bf16_round, src/gemm_bf16.c); F16 rounding is
+ * BF16 rounding is the library's one (mha__bf16_round, src/bf16.c); F16 rounding is
  * here.
  */
 #include <math.h>
