@@ -358,6 +358,54 @@ static void trainer_tensor_table_groups(void **state)
     free(arena);
 }
 
+/* ---- the curves picture (train_write_curves) ------------------------------------------ */
+
+/* The file at path holds `needle`. */
+static int file_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[1 << 20];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* An empty history draws both panels, empty (a run stopped before its first step); a
+ * history without an evaluation leaves the evaluation panel out; the evaluation before
+ * training (the history's step-0 row) is a point of its own, which brings the panel back;
+ * an evaluation at a step does too. */
+static void trainer_curves(void **state)
+{
+    (void)state;
+    char dir[256], path[300];
+    assert_int_equal(make_temp_dir(dir, sizeof dir, "curves"), 0);
+    snprintf(path, sizeof path, "%s/c.svg", dir);
+    const train_panel p[2] = {
+        {"TITLE-LOSS", "loss", 1, 0, 0,
+         {{"raw", "#000001", 0, 1, 0}, {"smoothed", "#000002", TRAIN_CURVE_SMOOTH + 0, 1, 0}}},
+        {"TITLE-EVAL", "%", 0, 0, 100, {{"acc", "#000003", 1, 100, 1}}}};
+    report_history h;
+    report_history_init(&h, 2);
+    train_write_curves(&h, path, p, 2);
+    assert_true(file_has(path, "height=\"660\"") && file_has(path, "TITLE-EVAL"));
+    for (int i = 0; i < 3; i++)
+        report_history_push(&h, (const double[]){2.0 - 0.5 * i, NAN});
+    train_write_curves(&h, path, p, 2);
+    assert_true(file_has(path, "height=\"330\"") && file_has(path, "TITLE-LOSS"));
+    assert_false(file_has(path, "TITLE-EVAL"));
+    h.init[1] = 0.25;
+    train_write_curves(&h, path, p, 2);
+    assert_true(file_has(path, "height=\"660\"") && file_has(path, "TITLE-EVAL"));
+    h.init[1] = NAN;
+    report_history_push(&h, (const double[]){0.5, 0.75});
+    train_write_curves(&h, path, p, 2);
+    assert_true(file_has(path, "height=\"660\"") && file_has(path, "TITLE-EVAL"));
+    report_history_free(&h);
+    assert_int_equal(remove_tree(dir), 0);
+}
+
 int main(void)
 {
     cli_set_program("test_trainer");
@@ -367,6 +415,7 @@ int main(void)
         cmocka_unit_test(trainer_stop_after),
         cmocka_unit_test(trainer_nonfinite),
         cmocka_unit_test(trainer_tensor_table_groups),
+        cmocka_unit_test(trainer_curves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,7 +300,8 @@ typedef struct train_panel {
 } train_panel;
 /* The picture of the history h at path: the panels p[n] (n <= TRAIN_MAX_PANELS) stacked,
  * steps across, 900 × 330 px each (svg_write_charts); a panel with no point (no evaluation
- * yet) is left out. Exit 1 when it cannot be written. */
+ * yet) is left out when another has points (all are drawn, empty, when none has). Exit 1
+ * when it cannot be written. */
 void train_write_curves(const report_history *h, const char *path, const train_panel *p,
                         size_t n);
 

@@ -49,21 +49,24 @@ void train_write_curves(const report_history *h, const char *path, const train_p
     double *buf = malloc((2 * MAX_CURVES + 1) * len * sizeof *buf);
     if (!buf)
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
-    size_t ns = 0, nc = 0;
-    for (size_t k = 0; k < n && k < TRAIN_MAX_PANELS; k++) {
+    size_t ns = 0, nc = 0, points[TRAIN_MAX_PANELS] = {0}, any = 0;
+    if (n > TRAIN_MAX_PANELS)
+        n = TRAIN_MAX_PANELS;
+    for (size_t k = 0; k < n; k++) {
         const size_t first = ns;
-        size_t points = 0;
         for (size_t j = 0; j < TRAIN_PANEL_CURVES && p[k].c[j].label; j++, ns++) {
             double *x = buf + 2 * ns * len, *y = x + len;
             const size_t m = curve_points(h, &p[k].c[j], buf + 2 * MAX_CURVES * len, x, y);
             s[ns] = (svg_series){p[k].c[j].label, p[k].c[j].color, x, y, m};
-            points += m;
+            points[k] += m;
         }
-        if (points == 0) /* a panel with nothing to draw (no evaluation yet) is left out */
-            continue;
-        ch[nc++] = (svg_chart){p[k].title, "step", p[k].ylabel, s + first, ns - first,
-                               p[k].log_y, p[k].ymin, p[k].ymax};
+        any += points[k];
+        ch[k] = (svg_chart){p[k].title, "step", p[k].ylabel, s + first, ns - first, p[k].log_y,
+                            p[k].ymin, p[k].ymax};
     }
+    for (size_t k = 0; k < n; k++) /* an empty panel beside one with points is left out */
+        if (points[k] > 0 || any == 0)
+            ch[nc++] = ch[k];
     const int st = svg_write_charts(path, ch, nc, 900, 330);
     if (st != MHA_OK)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s: %s", path, svg_strerror(st));
