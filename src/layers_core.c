@@ -26,12 +26,13 @@
  *   2^a = 2^k · 2^f with k = round(a) (the 1.5·2^23 trick: exact, no rint call),
  *   f ∈ [−½, ½], 2^f by its degree-7 Taylor polynomial (truncation < 2e-9).
  * Absolute error below 2.5e-7 over the whole range (tests/test_layers.c checks it
- * against libm's double tanh); ±1 exactly beyond |u| ≈ 9; NaN gives a finite value
- * (GELU's x·(…) still propagates the NaN). */
+ * against libm's double tanh); ±1 exactly beyond |u| ≈ 9; NaN gives NaN. The first clamp
+ * is written so that a NaN fails its test and becomes −126 (converting a NaN k to an integer
+ * below is undefined), and the NaN is given back at the end (a select, which vectorises). */
 static inline float mha__tanhf(float u)
 {
     float a = 2.8853900817779268f * u; /* 2·log2(e)·u */
-    a = a < -126.0f ? -126.0f : a;
+    a = a > -126.0f ? a : -126.0f;     /* NaN → −126 */
     a = a > 126.0f ? 126.0f : a;
     const float k = (a + 12582912.0f) - 12582912.0f; /* round to nearest, |a| < 2^22 */
     const float f = a - k;                             /* exact, in [−½, ½] */
@@ -48,7 +49,8 @@ static inline float mha__tanhf(float u)
         float f;
     } scale = {.i = ((int32_t)k + 127) << 23}; /* 2^k, k ∈ [−126, 126]: a normal float */
     const float e = p * scale.f;
-    return 1.0f - 2.0f / (e + 1.0f);
+    const float t = 1.0f - 2.0f / (e + 1.0f);
+    return u == u ? t : u; /* NaN in, NaN out */
 }
 #define GELU_TANH(u) mha__tanhf(u)
 #endif
