@@ -128,7 +128,9 @@ MHA_API int mha_g2p_add_lexicon(mha_g2p *g, const char *path, size_t *skipped, c
 MHA_API int mha_g2p_set_beam(mha_g2p *g, size_t beam, double alpha);
 
 /* Pronounce one word (NUL-terminated UTF-8): up to nbest (1 .. 64) pronunciations into
- * out[nbest], best first; *n gets how many (>= 1 on success). */
+ * out[nbest], best first; *n gets how many (>= 1 on success). A word the model must answer
+ * whose scores are not finite (a model whose weights, finite, overflow in decoding: a
+ * damaged or crafted file) fails with MHA_ENONFINITE rather than answer garbage. */
 MHA_API int mha_g2p_pronounce(mha_g2p *g, const char *word, unsigned flags, size_t nbest,
                               mha_g2p_pron *out, size_t *n, char *err, size_t errlen);
 

@@ -612,9 +612,10 @@ static void g2p_api_refusals(void **state)
 }
 
 /* A tiny model of letters A..D and phones X Y Z, its weights rounded to bfloat16 (so that
- * F32 and BF16 files hold the same values), saved in `dtype`; with a NaN as weight
- * `poison` of tensor 0 when poison < SIZE_MAX. */
-static void tiny_typed(const char *path, mha_st_dtype dtype, size_t poison)
+ * F32 and BF16 files hold the same values), saved in `dtype`; with weights poison, poison + 1,
+ * … of tensor `tensor` set to `value` when poison < SIZE_MAX. */
+static void tiny_typed(const char *path, mha_st_dtype dtype, size_t tensor, size_t poison,
+                       float value)
 {
     char err[512];
     mha_s2s_config c = {.src_vocab = 5, .tgt_vocab = 6, .src_context = 34, .tgt_context = 33,
@@ -635,8 +636,9 @@ static void tiny_typed(const char *path, mha_st_dtype dtype, size_t poison)
     if (poison != SIZE_MAX) {
         mha_param_info in;
         float *w;
-        mha_s2s_tensor(m, 0, &in, &w, NULL);
-        w[poison] = NAN;
+        mha_s2s_tensor(m, tensor, &in, &w, NULL);
+        for (size_t i = poison; i < in.numel; i++)
+            w[i] = value;
     }
     assert_int_equal(mha_s2s_save(m, path, dtype, TINY_KEYS, TINY_VALS, 10, err, sizeof err),
                      MHA_OK);
@@ -653,11 +655,11 @@ static void g2p_api_weights_checked_at_open(void **state)
     (void)state;
     char err[1024], p32[600], p16[600], bad[600];
     mha_g2p *g = NULL;
-    tiny_typed(path_in("w32.safetensors", p32, sizeof p32), MHA_ST_F32, SIZE_MAX);
-    tiny_typed(path_in("w16.safetensors", p16, sizeof p16), MHA_ST_BF16, SIZE_MAX);
+    tiny_typed(path_in("w32.safetensors", p32, sizeof p32), MHA_ST_F32, 0, SIZE_MAX, 0);
+    tiny_typed(path_in("w16.safetensors", p16, sizeof p16), MHA_ST_BF16, 0, SIZE_MAX, 0);
     const mha_st_dtype types[2] = {MHA_ST_F32, MHA_ST_BF16};
     for (int t = 0; t < 2; t++) {
-        tiny_typed(path_in("nan.safetensors", bad, sizeof bad), types[t], 3);
+        tiny_typed(path_in("nan.safetensors", bad, sizeof bad), types[t], 0, 3, NAN);
         assert_int_equal(mha_g2p_open(&g, bad, 1, err, sizeof err), MHA_EFORMAT);
         assert_null(g);
         assert_non_null(strstr(err, "nan.safetensors: tensor src_emb.weight[3] is nan"));
@@ -690,6 +692,44 @@ static void g2p_api_weights_checked_at_open(void **state)
     }
     mha_g2p_close(a);
     mha_g2p_close(b);
+}
+
+/* Weights that are finite but overflow in decoding (the first LayerNorm's weights 3e38: the
+ * attention scores after it are infinite): the file opens, and every word the model must
+ * answer fails alone with MHA_ENONFINITE and no answer, greedy and with a beam, a hyphenated
+ * word too (their tokens would be garbage: `<pad>` among them, a NaN log-probability), while
+ * a word of a lexicon is still answered; the call's message is the first failing word's in
+ * word order (dcba, although the hyphenated b-c fails first). */
+static void g2p_api_overflowing_weights(void **state)
+{
+    (void)state;
+    char err[1024], huge[600], lex[600];
+    tiny_typed(path_in("huge.safetensors", huge, sizeof huge), MHA_ST_F32, 2, 0, 3e38f);
+    mha_g2p *g = NULL;
+    assert_int_equal(mha_g2p_open(&g, huge, 1, err, sizeof err), MHA_OK);
+    write_bytes(path_in("abc2.dict", lex, sizeof lex), "ABC  X Y Z\n", 11);
+    assert_int_equal(mha_g2p_add_lexicon(g, lex, NULL, err, sizeof err), MHA_OK);
+    static const char *const words[] = {"abc", "dcba", "b-c"};
+    mha_g2p_pron p[3 * 2];
+    size_t n[3];
+    int st[3];
+    for (size_t beam = 1; beam <= 3; beam += 2) {
+        assert_int_equal(mha_g2p_set_beam(g, beam, 1.0), MHA_OK);
+        err[0] = '\0';
+        assert_int_equal(mha_g2p_pronounce_batch(g, 3, words, 0, 2, p, n, st, err, sizeof err),
+                         MHA_ENONFINITE);
+        assert_non_null(strstr(err, "dcba: the model's scores for it are not finite"));
+        assert_int_equal(st[0], MHA_OK);
+        assert_int_equal(n[0], 1);
+        assert_string_equal(p[0].phones, "X Y Z");
+        assert_int_equal(st[1], MHA_ENONFINITE);
+        assert_int_equal(st[2], MHA_ENONFINITE);
+        assert_true(n[1] == 0 && n[2] == 0);
+        assert_int_equal(mha_g2p_pronounce(g, "b-c", 0, 1, p, n, err, sizeof err),
+                         MHA_ENONFINITE);
+        assert_non_null(strstr(err, "b-c: the model's scores for it are not finite"));
+    }
+    mha_g2p_close(g);
 }
 
 /* mha_g2p_memory: the weights (each parameter once) and the streams' decoding states; a
@@ -826,6 +866,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(g2p_api_reverse_and_rescore, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_weights_checked_at_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(g2p_api_overflowing_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_two_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(g2p_api_memory, setup, teardown),
     };

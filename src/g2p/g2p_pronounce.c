@@ -4,6 +4,7 @@
  * added (src/g2p/g2p_lib.h).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,6 +152,16 @@ typedef struct pending {
 static int prepare(mha_g2p *g, const char *word, unsigned flags, size_t nbest, pending *pw,
                    size_t *n_model, char *err, size_t errlen);
 
+/* A word whose hypothesis has a score that is not finite: the model's arithmetic overflowed
+ * (finite weights far beyond any trained model's, e.g. a damaged file without checksums);
+ * its tokens would be garbage, so the word fails, naming itself (its first 64 bytes). */
+static int not_finite(const char *word, char *err, size_t errlen)
+{
+    set_err(err, errlen, "%.64s%s: the model's scores for it are not finite (its weights "
+            "overflow: a damaged model?)", word, strlen(word) > 64 ? "..." : "");
+    return MHA_ENONFINITE;
+}
+
 /* One part of a hyphenated word by the model (greedy): its phones into *ph and its spelling
  * (as the word writes it) into *spelled, both owned; its log-probability added to *lp. */
 static int part_by_model(mha_g2p *g, const char *part, const char *word, unsigned flags,
@@ -168,6 +179,8 @@ static int part_by_model(mha_g2p *g, const char *part, const char *word, unsigne
         g->ids_len[0] = len;
         st = decode(g, 1, 1, tok, &tl, &plp);
     }
+    if (st == MHA_OK && !isfinite(plp))
+        st = not_finite(word, err, errlen);
     if (st == MHA_OK) {
         const char **sym = calloc(tl + 1, sizeof *sym);
         if (!sym) {
@@ -292,14 +305,21 @@ static int prepare(mha_g2p *g, const char *word, unsigned flags, size_t nbest, p
     return MHA_OK;
 }
 
-/* A word failed with status s and message msg: its status, and the call's first failure
- * (status and message) when it is the first. */
-static void word_failed(int *status, int s, const char *msg, int *first_bad, char *err,
-                        size_t errlen)
+/* The call's first failure in word order (the passes meet the words in another order):
+ * its status (MHA_OK: none yet) and word. */
+typedef struct first_failure {
+    int st;
+    size_t word;
+} first_failure;
+
+/* Word i failed with status s and message msg: its status, and the call's first failure
+ * (status and message) when no earlier word has failed. */
+static void word_failed(int *status, size_t i, int s, const char *msg, first_failure *f,
+                        char *err, size_t errlen)
 {
-    *status = s;
-    if (*first_bad == MHA_OK) {
-        *first_bad = s;
+    status[i] = s;
+    if (f->st == MHA_OK || i < f->word) {
+        *f = (first_failure){s, i};
         set_err(err, errlen, "%s", msg);
     }
 }
@@ -336,7 +356,7 @@ static int model_pass_alloc(mha_g2p *g, size_t n_model, size_t nbest, model_pass
 /* The words the model answers, spelled into g->ids row by row (one that cannot be spelled
  * fails alone: its status and, if first, the call's message). MHA_OK or MHA_ENOMEM. */
 static int spell_for_model(mha_g2p *g, size_t n_words, char *const *norm, pending *pw,
-                           int *status, int *first_bad, char *err, size_t errlen,
+                           int *status, first_failure *first_bad, char *err, size_t errlen,
                            model_pass *m)
 {
     const size_t S = g->max_src;
@@ -350,7 +370,7 @@ static int spell_for_model(mha_g2p *g, size_t n_words, char *const *norm, pendin
         if (s == MHA_ENOMEM)
             return s;
         if (s != MHA_OK) {
-            word_failed(&status[i], s, e2, first_bad, err, errlen);
+            word_failed(status, i, s, e2, first_bad, err, errlen);
             continue;
         }
         g->ids_len[m->n_dec] = len;
@@ -360,16 +380,37 @@ static int spell_for_model(mha_g2p *g, size_t n_words, char *const *norm, pendin
     return MHA_OK;
 }
 
+/* 1 if word row j's scores are all usable: its first hypothesis finite, and the others
+ * finite or −inf (none). */
+static int scores_usable(const model_pass *m, size_t j, size_t nbest)
+{
+    for (size_t k = 0; k < nbest; k++) {
+        const double lp = m->res_lp[j * nbest + k];
+        if (!(isfinite(lp) || (k > 0 && lp == -INFINITY)))
+            return 0;
+    }
+    return 1;
+}
+
 /* The decoded hypotheses as the words' answers in the arena: up to nbest a word (fewer when
- * the beam found fewer). */
+ * the beam found fewer). A word whose scores are not finite fails alone (not_finite: its
+ * status and, if first, the call's message). */
 static int model_answers(mha_g2p *g, pending *pw, const model_pass *m, size_t nbest,
-                         unsigned flags)
+                         unsigned flags, char *const *norm, int *status,
+                         first_failure *first_bad, char *err, size_t errlen)
 {
     const size_t L = g->max_tgt;
     int st = MHA_OK;
     for (size_t j = 0; st == MHA_OK && j < m->n_dec; j++) {
         pending *p = &pw[m->dec_of[j]];
         p->first_ans = g->n_ans;
+        if (!scores_usable(m, j, nbest)) {
+            char e2[512];
+            const size_t i = m->dec_of[j];
+            word_failed(status, i, not_finite(norm[i], e2, sizeof e2), e2, first_bad, err,
+                        errlen);
+            continue;
+        }
         for (size_t k = 0; k < nbest && st == MHA_OK; k++) {
             const size_t o = j * nbest + k;
             if (!isfinite(m->res_lp[o]))
@@ -432,16 +473,14 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
     pending *pw = calloc(n_words + 1, sizeof *pw);
     char **norm = calloc(n_words + 1, sizeof *norm);
     int st = pw && norm ? MHA_OK : MHA_ENOMEM;
-    int first_bad = MHA_OK;
+    first_failure first_bad = {MHA_OK, 0};
     size_t n_model = 0;
     /* 1. lexicons and hyphenated words; the rest is the model's */
     for (size_t i = 0; st == MHA_OK && i < n_words; i++) {
         if (!words[i]) {
-            status[i] = MHA_EINVAL;
-            if (first_bad == MHA_OK) {
-                first_bad = MHA_EINVAL;
-                set_err(err, errlen, "word %zu: NULL", i);
-            }
+            char e2[64];
+            snprintf(e2, sizeof e2, "word %zu: NULL", i);
+            word_failed(status, i, MHA_EINVAL, e2, &first_bad, err, errlen);
             continue;
         }
         if (!(norm[i] = g2p__normalised(words[i]))) {
@@ -455,7 +494,7 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
             break;
         }
         if (s != MHA_OK)
-            word_failed(&status[i], s, e2, &first_bad, err, errlen);
+            word_failed(status, i, s, e2, &first_bad, err, errlen);
     }
     /* 2. the model, for the words no lexicon answered, in one batch */
     model_pass mp = {0};
@@ -470,7 +509,7 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
                 status[mp.dec_of[j]] = st;
         }
         if (st == MHA_OK)
-            st = model_answers(g, pw, &mp, nbest, flags);
+            st = model_answers(g, pw, &mp, nbest, flags, norm, status, &first_bad, err, errlen);
     }
     /* 3. pointers into the arena, now that it no longer moves */
     if (st == MHA_OK)
@@ -486,7 +525,7 @@ int mha_g2p_pronounce_batch(mha_g2p *g, size_t n_words, const char *const *words
     free(norm);
     free(pw);
     model_pass_free(&mp);
-    return st != MHA_OK ? st : first_bad;
+    return st != MHA_OK ? st : first_bad.st;
 }
 
 int mha_g2p_pronounce(mha_g2p *g, const char *word, unsigned flags, size_t nbest,
