@@ -131,13 +131,13 @@ int mha_optim_add_decay(X(optimizer) *o, const char *name, REAL *params, REAL *g
     return X(optim_add_segments)(o, name, params, grads, n, 1, &n, &weight_decay);
 }
 
-/* Spans of the segments ending at end[0 .. nseg) (checked: increasing, the last n), or
- * SIZE_MAX when their count overflows the table's size. */
+/* The number of spans of the segments ending at end[0 .. nseg) (checked: increasing, the
+ * last n, n below SIZE_MAX / sizeof(REAL)): at most n, so nothing here overflows. */
 static size_t count_spans(size_t nseg, const size_t *end)
 {
     size_t total = 0, s0 = 0;
     for (size_t k = 0; k < nseg; s0 = end[k], k++)
-        total += (end[k] - s0 + OPTIM_SPAN - 1) / OPTIM_SPAN; /* <= end[k] - s0: no overflow */
+        total += (end[k] - s0 + OPTIM_SPAN - 1) / OPTIM_SPAN; /* <= end[k] - s0 */
     return total;
 }
 

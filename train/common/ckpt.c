@@ -293,9 +293,10 @@ int ckpt_load(const mha_st_file *f, const ckpt_layout *c, char *err, size_t errl
 static int optimize_tensors(mha_optimizer *opt, ckpt_tensor *t, size_t n, size_t sum,
                             const double *wd, size_t *end, char *err, size_t errlen)
 {
-    int arena = n > 0;
+    int arena = n > 0 && t[0].p && t[0].g;
     for (size_t i = 1; arena && i < n; i++)
-        arena = t[i].p == t[i - 1].p + t[i - 1].numel && t[i].g == t[i - 1].g + t[i - 1].numel;
+        arena = t[i].p == t[i - 1].p + t[i - 1].numel && t[i].g &&
+                t[i].g == t[i - 1].g + t[i - 1].numel;
     const size_t g0 = mha_optim_num_groups(opt);
     int st = MHA_OK;
     if (arena) {

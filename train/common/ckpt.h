@@ -80,9 +80,11 @@ typedef int (*ckpt_model_tensor_fn)(void *model, size_t i, mha_param_info *info,
 
 /* A program's table of a model's n tensors, from tensor(model, i, ...): *out = t[n]
  * (owned, free) with each tensor's name, shape and values (borrowed from the model).
- *  - opt != NULL: each tensor is added to the optimizer under its name, with weight decay
- *    `decay` where the model marks the tensor for decay (on every tensor when decay_all),
- *    and t[i].m, t[i].v are its moments;
+ *  - opt != NULL: the tensors are given to the optimizer with weight decay `decay` where
+ *    the model marks a tensor for decay (on every tensor when decay_all) — as one group
+ *    "model" of one segment per tensor when they lie end to end in one arena (parameters and
+ *    gradients alike: mha_gpt's and mha_s2s's do), else a group per tensor under its name;
+ *    the same bits either way (mha_optim_add_segments) — and t[i].m, t[i].v are its moments;
  *  - opt == NULL (a model to sample or decode with): t[i].m, t[i].v point into *scratch
  *    (owned, free; 2 · Σ numel floats), where a checkpoint's moments are read and validated
  *    but not used.

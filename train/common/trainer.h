@@ -282,8 +282,8 @@ int train_loop_run_and_close(train_loop *L);
 
 enum { TRAIN_PANEL_CURVES = 4, TRAIN_MAX_PANELS = 2, TRAIN_CURVE_SMOOTH = 1000 };
 /* A curve of the history: column col (TRAIN_CURVE_SMOOTH + col: that column smoothed by
- * report_smooth) times scale. sparse: only the steps where the column has a value
- * (an evaluation's), after the row of step 0 when it has one; else every step. */
+ * report_smooth, a dense curve) times scale. sparse: only the steps where the column has a
+ * value (an evaluation's), after the row of step 0 when it has one; else every step. */
 typedef struct train_curve {
     const char *label, *color;
     int col;

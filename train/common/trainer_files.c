@@ -42,7 +42,7 @@ static size_t curve_points(const report_history *h, const train_curve *c, double
 void train_write_curves(const report_history *h, const char *path, const train_panel *p,
                         size_t n)
 {
-    enum { MAX_CURVES = 2 * TRAIN_PANEL_CURVES };
+    enum { MAX_CURVES = TRAIN_MAX_PANELS * TRAIN_PANEL_CURVES };
     svg_series s[MAX_CURVES];
     svg_chart ch[TRAIN_MAX_PANELS];
     const size_t len = h->n + 1;
