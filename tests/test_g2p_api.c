@@ -718,7 +718,7 @@ static void g2p_api_overflowing_weights(void **state)
         err[0] = '\0';
         assert_int_equal(mha_g2p_pronounce_batch(g, 3, words, 0, 2, p, n, st, err, sizeof err),
                          MHA_ENONFINITE);
-        assert_non_null(strstr(err, "dcba: the model's scores for it are not finite"));
+        assert_non_null(strstr(err, "word 'dcba': the model's scores for it are not finite"));
         assert_int_equal(st[0], MHA_OK);
         assert_int_equal(n[0], 1);
         assert_string_equal(p[0].phones, "X Y Z");
@@ -727,7 +727,7 @@ static void g2p_api_overflowing_weights(void **state)
         assert_true(n[1] == 0 && n[2] == 0);
         assert_int_equal(mha_g2p_pronounce(g, "b-c", 0, 1, p, n, err, sizeof err),
                          MHA_ENONFINITE);
-        assert_non_null(strstr(err, "b-c: the model's scores for it are not finite"));
+        assert_non_null(strstr(err, "word 'b-c': the model's scores for it are not finite"));
     }
     mha_g2p_close(g);
 }

@@ -134,6 +134,10 @@ int g2p__arena_join(mha_g2p *g, const char *const *sym, size_t n, int no_stress,
 /* Append an answer: phones at arena offset off, the word as spelled at word_off. */
 int g2p__add_answer(mha_g2p *g, size_t off, size_t word_off, double logprob, int source,
                     int lex);
+/* word as a message shows it, in buf[cap] (returned): quoted, a word of more than
+ * SHOWN_BYTES bytes cut after its first SHOWN_BYTES (up to 3 fewer, to end on a whole UTF-8
+ * character), followed by "..." and its length, so a huge word gives a short message. */
+const char *g2p__shown(const char *word, char *buf, size_t cap);
 /* The word with U+2019 read as an apostrophe, in a new string (NULL: out of memory). */
 char *g2p__normalised(const char *word);
 /* Look word up in the lexicons (each spelling, each lexicon in order): the answers of the

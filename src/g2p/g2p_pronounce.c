@@ -154,11 +154,12 @@ static int prepare(mha_g2p *g, const char *word, unsigned flags, size_t nbest, p
 
 /* A word whose hypothesis has a score that is not finite: the model's arithmetic overflowed
  * (finite weights far beyond any trained model's, e.g. a damaged file without checksums);
- * its tokens would be garbage, so the word fails, naming itself (its first 64 bytes). */
+ * its tokens would be garbage, so the word fails, named as g2p__spell names words. */
 static int not_finite(const char *word, char *err, size_t errlen)
 {
-    set_err(err, errlen, "%.64s%s: the model's scores for it are not finite (its weights "
-            "overflow: a damaged model?)", word, strlen(word) > 64 ? "..." : "");
+    char sw[SHOWN_BYTES * 2 + 40];
+    set_err(err, errlen, "word %s: the model's scores for it are not finite (its weights "
+            "overflow: a damaged model?)", g2p__shown(word, sw, sizeof sw));
     return MHA_ENONFINITE;
 }
 

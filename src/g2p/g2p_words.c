@@ -9,10 +9,8 @@
 
 #include "g2p_lib.h"
 
-/* word[len] as a message shows it: quoted, a word of more than SHOWN_BYTES bytes cut after
- * its first SHOWN_BYTES (up to 3 fewer, to end on a whole UTF-8 character), followed by
- * "..." and its length, so a huge word gives a short message. */
-static const char *shown(const char *word, char *buf, size_t cap)
+/* g2p_lib.h */
+const char *g2p__shown(const char *word, char *buf, size_t cap)
 {
     const size_t len = strlen(word);
     size_t keep = len;
@@ -164,10 +162,10 @@ int g2p__spell(mha_g2p *g, const char *word, const char *whole, int32_t *ids, si
     char sw[SHOWN_BYTES * 4 + 100], sp[SHOWN_BYTES * 2 + 40];
     if (whole) { /* a part of a hyphenated word: "'COVID-19' (part '19')" */
         char sh[SHOWN_BYTES * 2 + 40];
-        snprintf(sw, sizeof sw, "%s (part %s)", shown(whole, sh, sizeof sh),
-                 shown(word, sp, sizeof sp));
+        snprintf(sw, sizeof sw, "%s (part %s)", g2p__shown(whole, sh, sizeof sh),
+                 g2p__shown(word, sp, sizeof sp));
     } else {
-        shown(word, sw, sizeof sw);
+        g2p__shown(word, sw, sizeof sw);
     }
     if (!word[0]) {
         set_err(err, errlen, "word %s: empty", sw);

@@ -59,29 +59,31 @@ int save_checkpoint(run_state *rs, const char *path)
  * by an allocation failure (exit 1) or after gigabytes of model. */
 static void check_shapes(const mha_st_file *f, const run_config *cfg, const char *prefix)
 {
-    char err[2 * CLI_PATH_CAP] = "";
     task_spec spec = {.kind = (task_kind)cfg->task, .n = cfg->seq_len, .vocab = cfg->vocab,
                       .pairs = cfg->pairs};
     tm_config mc = {.model_dim = cfg->model_dim, .num_heads = cfg->heads, .layers = cfg->layers};
     if (task_model_shape(&spec, &mc) != MHA_OK) /* refused by main's checks */
         return;
+    train_shape need[TM_NUM_OWN_TENSORS + TM_MAX_LAYERS * MHA_NUM_TENSORS];
+    size_t n = 0;
     for (size_t gi = 0; gi <= mc.layers; gi++) {
         for (size_t k = 0; k < (gi == 0 ? TM_NUM_OWN_TENSORS : MHA_NUM_TENSORS); k++) {
             mha_tensor_info ti;
-            char name[96];
             if ((gi == 0 ? tm_tensor_info_at(&mc, k, &ti)
                          : mha_tensor_info_at(mc.model_dim, k, &ti)) != MHA_OK ||
                 ti.numel == 0)
                 continue;
+            train_shape *t = &need[n++];
             if (gi == 0)
-                snprintf(name, sizeof name, "%s", ti.name);
+                snprintf(t->name, sizeof t->name, "%s", ti.name);
             else
-                snprintf(name, sizeof name, "layers.%zu.%s", gi - 1, ti.name);
-            if (mha_st_get(f, name, MHA_ST_F32, ti.ndim, ti.shape, NULL, err, sizeof err) !=
-                MHA_OK)
-                cli_die(CLI_EXIT_USAGE, "%s: %s", prefix, err);
+                snprintf(t->name, sizeof t->name, "layers.%zu.%s", gi - 1, ti.name);
+            t->ndim = ti.ndim;
+            t->shape[0] = ti.shape[0];
+            t->shape[1] = ti.ndim == 2 ? ti.shape[1] : 0;
         }
     }
+    train_require_tensors(f, prefix, need, n);
 }
 
 /* Take the configuration stored in checkpoint `path` into *cfg: fields with ckpt == 1
