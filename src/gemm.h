@@ -37,6 +37,16 @@
  * The rule AUTO applies (which backend for which shape) is a table measured by
  * tools/gemm_calib.c; it is written out above gemm_choose in src/gemm_core.c.
  *
+ * mha__?gemm_epi — C = A·op(B) + bias (A not transposed; bias [N] added to every row, or
+ *   NULL: C = A·op(B)), C only written: the bits of filling C's rows with the bias and
+ *   calling mha__?gemm with alpha = beta = 1 (without a bias: beta = 0). Then, unless epi is
+ *   NULL, epi(ctx, r0, r1) for blocks of rows that cover 0 .. M−1 once, each as soon as its
+ *   rows are final — on the thread that computed them, inside a task of the library's
+ *   threads when the product is split (where the library's loops run in the calling
+ *   thread), so an epilogue reads its rows while they are in that core's cache. The
+ *   blocks depend on the thread count: an epilogue must compute each row alike whatever
+ *   block holds it. (A bias on libxsmm is added to each block after its kernel instead of
+ *   filling C first: one pass over C and no scratch for the product.)
  * mha__?gemm_with — the same product on a given backend, in the calling thread (tests,
  * calibration). Returns 0, or -1 without touching C when that backend is not built in or
  * refuses the product (libxsmm: dispatch failed, or alpha ≠ 1 with beta ≠ 0); AUTO never
@@ -72,10 +82,16 @@ typedef enum mha__gemm_backend {
     MHA__GEMM_REF = 4
 } mha__gemm_backend;
 
+/* An epilogue of mha__?gemm_epi: called for rows r0 .. r1−1 of C once they are final. */
+typedef void (*mha__gemm_epi)(void *ctx, size_t r0, size_t r1);
+
 #define MHA__DECLARE_GEMM(R, p)                                                              \
     void mha__##p##gemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, R alpha,  \
                         const R *A, size_t lda, const R *B, size_t ldb, R beta, R *C,         \
                         size_t ldc, R *work);                                                 \
+    void mha__##p##gemm_epi(int threads, int tb, size_t M, size_t N, size_t K, const R *A,   \
+                            size_t lda, const R *B, size_t ldb, const R *bias, R *C,          \
+                            size_t ldc, mha__gemm_epi epi, void *ctx);                        \
     int mha__##p##gemm_with(mha__gemm_backend be, int ta, int tb, size_t M, size_t N,         \
                             size_t K, R alpha, const R *A, size_t lda, const R *B,            \
                             size_t ldb, R beta, R *C, size_t ldc);                            \
@@ -104,10 +120,11 @@ MHA__DECLARE_GEMM(double, d)
  *   and thread-count independence as mha__sgemm (no `work`: its scratch is the per-thread
  *   buffer). Fast only where mha__bf16_cpu(); elsewhere (and without scratch memory) it
  *   computes mha__bgemm_ref.
- * mha__bgemm_bias — C = bf16(A)·bf16(op(B)) + bias (A not transposed, bias [N] added to
- *   every row, C only written): the bits of filling C's rows with bias and calling
+ * mha__bgemm_epi — C = bf16(A)·bf16(op(B)) + bias (A not transposed, bias [N] added to
+ *   every row, or NULL; C only written): the bits of filling C's rows with bias and calling
  *   mha__bgemm with alpha = beta = 1, without that pass over C (the bias is added as the
- *   kernel stores a block).
+ *   kernel stores a block); then epi as mha__sgemm_epi's, on each panel of rows a thread
+ *   packs and multiplies at a time (PANEL_ROWS, src/gemm_bf16.c).
  * mha__bgemm_ref — the naive loop on the rounded operands, summed in float in order of K.
  * mha__bf16_cpu — 1 when the CPU has AVX512_BF16 (with AVX512F/BW/VL); asked once.
  * mha__bf16_available — mha__bf16_cpu(), and the environment variable MHA_DISABLE_BF16
@@ -119,9 +136,9 @@ MHA__DECLARE_GEMM(double, d)
 void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
                 const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
                 size_t ldc);
-void mha__bgemm_bias(int threads, int tb, size_t M, size_t N, size_t K, const float *A,
-                     size_t lda, const float *B, size_t ldb, const float *bias, float *C,
-                     size_t ldc);
+void mha__bgemm_epi(int threads, int tb, size_t M, size_t N, size_t K, const float *A,
+                    size_t lda, const float *B, size_t ldb, const float *bias, float *C,
+                    size_t ldc, mha__gemm_epi epi, void *ctx);
 void mha__bgemm_ref(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *A,
                     size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
 int mha__bf16_cpu(void);

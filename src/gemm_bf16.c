@@ -298,6 +298,8 @@ typedef struct bgemm_job {
     size_t lda, ldb, ldc;
     float *C;
     uint32_t *Ap, *Bp, *tmp; /* [M·Kh], [Kh·Np], [nt·16·Kh] */
+    mha__gemm_epi epi;       /* run on each panel's rows once they are final, or NULL */
+    void *ctx;
 } bgemm_job;
 
 /* Part t of nt of Bp (pairs of rows kk), with the scratch of `slot` */
@@ -335,6 +337,8 @@ BF16_TARGET static void job_rows(const bgemm_job *j, size_t i0, size_t i1)
             bgemm_rows(p0, p1, j->N, j->Kh, j->Ap, j->Kh, 1, j->Bp, j->Np, j->alpha, j->bias,
                        j->beta, j->C, j->ldc);
         }
+        if (j->epi != NULL)
+            j->epi(j->ctx, p0, p1);
     }
 }
 
@@ -368,10 +372,10 @@ static void fill_rows(size_t M, size_t N, const float *bias, float *C, size_t ld
         memcpy(C + i * ldc, bias, N * sizeof *C);
 }
 
-/* mha__bgemm, and with bias != NULL (alpha = 1, beta = 0) mha__bgemm_bias */
+/* mha__bgemm, and with bias or epi (alpha = 1, beta = 0) mha__bgemm_epi */
 static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
                       const float *A, size_t lda, const float *B, size_t ldb, const float *bias,
-                      float beta, float *C, size_t ldc)
+                      float beta, float *C, size_t ldc, mha__gemm_epi epi, void *ctx)
 {
     if (M == 0 || N == 0)
         return;
@@ -380,6 +384,8 @@ static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K,
             fill_rows(M, N, bias, C, ldc);
         else
             mha__sgemm_scale(M, N, beta, C, ldc);
+        if (epi != NULL)
+            epi(ctx, 0, M);
         return;
     }
     const size_t Kh = (K + 1) / 2, Np = (N + 15) / 16 * 16;
@@ -395,10 +401,12 @@ static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K,
             beta = 1;
         }
         mha__bgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (epi != NULL)
+            epi(ctx, 0, M);
         return;
     }
     const bgemm_job job = {ta, tb, M, N, K, Kh, Np, alpha, beta, A, B, bias, lda, ldb, ldc, C,
-                           s, s + M * Kh, s + M * Kh + Kh * Np};
+                           s, s + M * Kh, s + M * Kh + Kh * Np, epi, ctx};
     if (nt == 1) {
         job_pack_b(&job, 0, 1, 0);
         job_rows(&job, 0, M);
@@ -413,12 +421,12 @@ void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float
                 const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
                 size_t ldc)
 {
-    bgemm_run(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc);
+    bgemm_run(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc, NULL, NULL);
 }
 
-void mha__bgemm_bias(int threads, int tb, size_t M, size_t N, size_t K, const float *A,
-                     size_t lda, const float *B, size_t ldb, const float *bias, float *C,
-                     size_t ldc)
+void mha__bgemm_epi(int threads, int tb, size_t M, size_t N, size_t K, const float *A,
+                    size_t lda, const float *B, size_t ldb, const float *bias, float *C,
+                    size_t ldc, mha__gemm_epi epi, void *ctx)
 {
-    bgemm_run(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, bias, 0, C, ldc);
+    bgemm_run(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, bias, 0, C, ldc, epi, ctx);
 }

@@ -38,6 +38,10 @@
  * split over threads (handing out a loop costs about a microsecond). */
 #define SPLIT_MIN_WORK 262144
 
+/* Elements of op(B) = Bᵀ from which a split product's transpose is split too (below, one
+ * thread copies while the others wait for the product's blocks). */
+#define TRANSPOSE_SPLIT_MIN 32768
+
 /* ---------------------------------------------------------------------------
  * REF: the naive triple loop, C[i,j] = alpha·Σ_p op(A)[i,p]·op(B)[p,j] + beta·C[i,j]
  * ------------------------------------------------------------------------- */
@@ -206,6 +210,19 @@ static XSMM_FN xsmm_kernel(libxsmm_blasint m, libxsmm_blasint n, libxsmm_blasint
 }
 #endif
 
+/* C[i, :] += V[i·ldv + :] for rows i < M (ldv = 0: the one row V added to every row, a
+ * bias). An addition only, so every clone rounds alike. */
+__attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+static void add_rows(size_t M, size_t N, const REAL *V, size_t ldv, REAL *C, size_t ldc)
+{
+    for (size_t i = 0; i < M; i++) {
+        const REAL *restrict v = V + i * ldv;
+        REAL *restrict c = C + i * ldc;
+        for (size_t j = 0; j < N; j++)
+            c[j] += v[j];
+    }
+}
+
 /* C[M,N] *= s  (s = 0: C = 0, whatever C held); gemm.h */
 void PRIV(gemm_scale)(size_t M, size_t N, REAL s, REAL *C, size_t ldc)
 {
@@ -247,6 +264,10 @@ static int gemm_xsmm(int ta, size_t M, size_t N, size_t K, REAL alpha, const REA
     if (beta == 0) {
         if (alpha != 1)
             PRIV(gemm_scale)(M, N, alpha, C, ldc); /* C = alpha·T */
+        return 0;
+    }
+    if (alpha == 1 && beta == 1) { /* C = T + C: the bits of 1·T + 1·C */
+        add_rows(M, N, t, N, C, ldc);
         return 0;
     }
     for (size_t i = 0; i < M; i++) { /* C = alpha·T + beta·C */
@@ -523,7 +544,8 @@ static int gemm_scratch(mha__gemm_backend be, int tb, size_t M, size_t N, size_t
     return 0;
 }
 
-/* One product split by rows into nt blocks (block i: rows M·i/nt .. M·(i+1)/nt − 1). */
+/* One product split by rows into nt blocks (block i: rows M·i/nt .. M·(i+1)/nt − 1), and
+ * what follows each block: its bias, then the caller's epilogue. */
 typedef struct gemm_split {
     mha__gemm_backend be;
     int ta, tb;
@@ -536,42 +558,75 @@ typedef struct gemm_split {
     REAL *C;
     size_t ldc;
     REAL *t;
+    const REAL *bias;   /* added to rows of C after the product (XSMM), or NULL */
+    mha__gemm_epi epi;  /* or NULL */
+    void *ctx;
 } gemm_split;
 
-/* C[r0:r1, :] = alpha·op(A)[r0:r1, :]·op(B) + beta·C[r0:r1, :] for block i */
-static void gemm_split_task(void *ctx, size_t i, int slot)
+/* C[r0:r1, :] = alpha·op(A)[r0:r1, :]·op(B) + beta·C[r0:r1, :] (+ bias), then epi */
+static void gemm_rows_of(const gemm_split *j, size_t r0, size_t r1)
 {
-    const gemm_split *j = ctx;
-    const size_t r0 = j->M * i / j->nt, r1 = j->M * (i + 1) / j->nt;
-    (void)slot;
     gemm_run(j->be, j->ta, j->tb, r1 - r0, j->N, j->K, j->alpha, a_rows(j->ta, j->A, j->lda, r0),
              j->lda, j->B, j->ldb, j->beta, j->C + r0 * j->ldc, j->ldc,
              j->t != NULL ? j->t + r0 * j->N : NULL);
+    if (j->bias != NULL)
+        add_rows(r1 - r0, j->N, j->bias, 0, j->C + r0 * j->ldc, j->ldc);
+    if (j->epi != NULL)
+        j->epi(j->ctx, r0, r1);
 }
 
-void PRIV(gemm)(int threads, int ta, int tb, size_t M, size_t N, size_t K, REAL alpha,
-                const REAL *A, size_t lda, const REAL *B, size_t ldb, REAL beta, REAL *C,
-                size_t ldc, REAL *work)
+static void gemm_split_task(void *ctx, size_t i, int slot)
+{
+    const gemm_split *j = ctx;
+    (void)slot;
+    gemm_rows_of(j, j->M * i / j->nt, j->M * (i + 1) / j->nt);
+}
+
+/* Rows n0 .. n1−1 of B [N, K] into columns n0 .. n1−1 of work [K, N] */
+typedef struct transpose_job {
+    size_t N, K, ldb;
+    const REAL *B;
+    REAL *w;
+} transpose_job;
+
+static void transpose_task(void *ctx, size_t n0, size_t n1, int slot)
+{
+    const transpose_job *j = ctx;
+    (void)slot;
+    PRIV(transpose)(n1 - n0, j->K, j->B + n0 * j->ldb, j->ldb, j->w + n0, j->N);
+}
+
+/* The entry point (gemm.h), and with bias or epi that of PRIV(gemm_epi) (alpha = 1,
+ * beta = 0 on entry). A bias is added after an XSMM kernel's block has written C
+ * (T + bias: the bits of the kernel's T added to a C filled with the bias, which is what
+ * XSMM computes for beta = 1); on every other backend C is filled with it and the product
+ * added (beta = 1), as before there was a bias argument. */
+static void gemm_go(int threads, int ta, int tb, size_t M, size_t N, size_t K, REAL alpha,
+                    const REAL *A, size_t lda, const REAL *B, size_t ldb, REAL beta, REAL *C,
+                    size_t ldc, REAL *work, const REAL *bias, mha__gemm_epi epi, void *ctx)
 {
     if (M == 0 || N == 0)
         return;
-    if (K == 0) { /* op(A)·op(B) is the zero matrix */
-        PRIV(gemm_scale)(M, N, beta, C, ldc);
-        return;
-    }
     mha__gemm_backend be = gemm_choose(threads, ta, tb, M, N, K, alpha, beta);
-    REAL *w, *t;
-    if (gemm_scratch(be, tb, M, N, K, beta, work, &w, &t) != 0) {
+    REAL *w = NULL, *t = NULL;
+    if (K > 0 && gemm_scratch(be, tb, M, N, K, bias != NULL && be != MHA__GEMM_XSMM ? 1 : beta,
+                              work, &w, &t) != 0) {
         /* no scratch: BLAS needs none; inside a region where BLAS is unsafe, OWN needs
          * none without a transpose, and the naive loop none at all */
         be = blas_allowed(threads) ? MHA__GEMM_BLAS : tb ? MHA__GEMM_REF : MHA__GEMM_OWN;
         w = t = NULL;
     }
-    if (tb && (be == MHA__GEMM_OWN || be == MHA__GEMM_XSMM)) {
-        transpose_b(N, K, B, ldb, w); /* w[K, N] = Bᵀ */
-        B = w;
-        ldb = N;
-        tb = 0;
+    if (bias != NULL && (be != MHA__GEMM_XSMM || K == 0)) {
+        for (size_t i = 0; i < M; i++)
+            memcpy(C + i * ldc, bias, N * sizeof *C);
+        beta = 1;
+        bias = NULL;
+    }
+    if (K == 0) { /* op(A)·op(B) is the zero matrix */
+        PRIV(gemm_scale)(M, N, beta, C, ldc);
+        if (epi != NULL)
+            epi(ctx, 0, M);
+        return;
     }
     /* Split the rows over our threads when the backend does not use them itself: OWN,
      * XSMM, and the pthreads OpenBLAS when its own pool is set to one thread (the attention
@@ -582,13 +637,38 @@ void PRIV(gemm)(int threads, int ta, int tb, size_t M, size_t N, size_t K, REAL 
         split = mha__blas_kind() == 1 && openblas_get_num_threads() == 1;
     else if (split && be == MHA__GEMM_REF)
         split = 0;
-    if (!split) {
-        gemm_run(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, t);
-        return;
+    const int nt = !split ? 1 : (size_t)threads < M ? threads : (int)M;
+    if (tb && (be == MHA__GEMM_OWN || be == MHA__GEMM_XSMM)) { /* w[K, N] = Bᵀ */
+        transpose_job tj = {N, K, ldb, B, w};
+        if (nt > 1 && N * K >= TRANSPOSE_SPLIT_MIN) /* a copy: the same, however split */
+            mha__pool_range(nt, N, VLEN, transpose_task, &tj);
+        else
+            transpose_task(&tj, 0, N, 0);
+        B = w;
+        ldb = N;
+        tb = 0;
     }
-    const int nt = (size_t)threads < M ? threads : (int)M;
-    gemm_split job = {be, ta, tb, M, N, K, (size_t)nt, alpha, beta, A, lda, B, ldb, C, ldc, t};
-    mha__pool_for(nt, (size_t)nt, gemm_split_task, &job);
+    gemm_split job = {be, ta, tb, M, N, K, (size_t)nt, alpha, beta, A, lda, B, ldb, C, ldc, t,
+                      bias, epi, ctx};
+    if (nt == 1)
+        gemm_rows_of(&job, 0, M);
+    else
+        mha__pool_for(nt, (size_t)nt, gemm_split_task, &job);
+}
+
+void PRIV(gemm)(int threads, int ta, int tb, size_t M, size_t N, size_t K, REAL alpha,
+                const REAL *A, size_t lda, const REAL *B, size_t ldb, REAL beta, REAL *C,
+                size_t ldc, REAL *work)
+{
+    gemm_go(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, work, NULL, NULL,
+            NULL);
+}
+
+void PRIV(gemm_epi)(int threads, int tb, size_t M, size_t N, size_t K, const REAL *A,
+                    size_t lda, const REAL *B, size_t ldb, const REAL *bias, REAL *C, size_t ldc,
+                    mha__gemm_epi epi, void *ctx)
+{
+    gemm_go(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, 0, C, ldc, NULL, bias, epi, ctx);
 }
 
 int PRIV(gemm_with)(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, size_t K,
@@ -626,6 +706,7 @@ int PRIV(gemm_with)(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, si
 }
 
 #undef SPLIT_MIN_WORK
+#undef TRANSPOSE_SPLIT_MIN
 #undef VLEN
 #ifdef MHA_HAVE_LIBXSMM
 #undef XSMM_CACHE

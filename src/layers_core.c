@@ -463,14 +463,20 @@ static void gelu_bwd_task(void *ctx, size_t c0, size_t c1, int slot)
     }
 }
 
+/* y = gelu(x), span by span */
+static void gelu_fwd_all(size_t n, const REAL *x, REAL *y)
+{
+    gelu_job j = {.n = n, .x = x, .y = y};
+    mha__pool_range(par_threads(n), (n + GELU_SPAN - 1) / GELU_SPAN, 1, gelu_fwd_task, &j);
+}
+
 int mha_gelu_forward(size_t n, const REAL *x, REAL *y)
 {
     if (!x || !y || n == 0)
         return MHA_EINVAL;
     if (n > SIZE_MAX / sizeof(REAL))
         return MHA_EOVERFLOW;
-    gelu_job j = {.n = n, .x = x, .y = y};
-    mha__pool_range(par_threads(n), (n + GELU_SPAN - 1) / GELU_SPAN, 1, gelu_fwd_task, &j);
+    gelu_fwd_all(n, x, y);
     return MHA_OK;
 }
 

@@ -94,32 +94,26 @@ static inline void mha__dgemm_p(mha_precision p, int threads, int ta, int tb, si
     mha__dgemm(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
-/* C = op(A)·op(B) + bias (A not transposed; bias [N] on every row, or NULL: C = the
- * product), C only written: for BF16 the bias is added as the kernel stores (one pass over C
- * fewer), otherwise the rows of C are filled with the bias and the product added with
- * beta = 1 — the same bits either way as filling and adding. */
-static inline void mha__sgemm_bias_p(mha_precision p, int threads, int tb, size_t M, size_t N,
-                                     size_t K, const float *A, size_t lda, const float *B,
-                                     size_t ldb, const float *bias, float *C, size_t ldc)
+/* C = A·op(B) + bias (bias [N] on every row, or NULL: C = the product), C only written,
+ * then epi on blocks of rows as they are final (or NULL): mha__?gemm_epi and mha__bgemm_epi
+ * (src/gemm.h) — the bits of filling C's rows with the bias and adding the product. */
+static inline void mha__sgemm_epi_p(mha_precision p, int threads, int tb, size_t M, size_t N,
+                                    size_t K, const float *A, size_t lda, const float *B,
+                                    size_t ldb, const float *bias, float *C, size_t ldc,
+                                    mha__gemm_epi epi, void *ctx)
 {
-    if (p == MHA_PRECISION_BF16) {
-        mha__bgemm_bias(threads, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
-        return;
-    }
-    if (bias != NULL)
-        for (size_t i = 0; i < M; i++)
-            memcpy(C + i * ldc, bias, N * sizeof *C);
-    mha__sgemm(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, bias != NULL ? 1 : 0, C, ldc, NULL);
+    if (p == MHA_PRECISION_BF16)
+        mha__bgemm_epi(threads, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, epi, ctx);
+    else
+        mha__sgemm_epi(threads, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, epi, ctx);
 }
-static inline void mha__dgemm_bias_p(mha_precision p, int threads, int tb, size_t M, size_t N,
-                                     size_t K, const double *A, size_t lda, const double *B,
-                                     size_t ldb, const double *bias, double *C, size_t ldc)
+static inline void mha__dgemm_epi_p(mha_precision p, int threads, int tb, size_t M, size_t N,
+                                    size_t K, const double *A, size_t lda, const double *B,
+                                    size_t ldb, const double *bias, double *C, size_t ldc,
+                                    mha__gemm_epi epi, void *ctx)
 {
     (void)p;
-    if (bias != NULL)
-        for (size_t i = 0; i < M; i++)
-            memcpy(C + i * ldc, bias, N * sizeof *C);
-    mha__dgemm(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, bias != NULL ? 1 : 0, C, ldc, NULL);
+    mha__dgemm_epi(threads, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, epi, ctx);
 }
 
 /* ---- Key/value caches with packed weights (src/mha_kv.inc) --------------------------

@@ -245,9 +245,28 @@ static void bgemm_edges_and_rounding(void **state)
         assert_true(C[i] == 1.0f);
 }
 
-/* mha__bgemm_bias gives the bits of filling C's rows with the bias and adding the product
+/* mha__bgemm_epi gives the bits of filling C's rows with the bias and adding the product
  * (alpha = beta = 1): every shape (partial vectors, odd K, K = 0), both layouts of B, one
- * thread and the row split; C's old contents (NaN) are never read, nor its stride's tail. */
+ * thread and the row split; C's old contents (NaN) are never read, nor its stride's tail;
+ * its epilogue sees every row once, after the row is final (E = 2·C + 1 read at the call
+ * equals the result's). */
+typedef struct epi_seen {
+    size_t N, ldc;
+    const float *C;
+    float *E;
+    int *count;
+} epi_seen;
+
+static void epi_record(void *ctx, size_t r0, size_t r1)
+{
+    const epi_seen *e = ctx;
+    for (size_t r = r0; r < r1; r++) {
+        e->count[r]++;
+        for (size_t j = 0; j < e->N; j++)
+            e->E[r * e->N + j] = 2 * e->C[r * e->ldc + j] + 1;
+    }
+}
+
 static void bgemm_bias_is_fill_and_add(void **state)
 {
     (void)state;
@@ -266,7 +285,9 @@ static void bgemm_bias_is_fill_and_add(void **state)
                 float *B = malloc(((tb ? N : K) * ldb + 1) * sizeof *B);
                 float *bias = malloc(N * sizeof *bias);
                 float *C = malloc(M * ldc * sizeof *C), *R = malloc(M * ldc * sizeof *R);
-                assert_true(A && B && bias && C && R);
+                float *E = malloc(M * N * sizeof *E + 1);
+                int *count = calloc(M, sizeof *count);
+                assert_true(A && B && bias && C && R && E && count);
                 fill_uniform_f(A, M * lda + 1, -2, 2, 70 + s);
                 fill_uniform_f(B, (tb ? N : K) * ldb + 1, -2, 2, 80 + s);
                 fill_uniform_f(bias, N, -3, 3, 90 + s);
@@ -274,9 +295,18 @@ static void bgemm_bias_is_fill_and_add(void **state)
                     C[i] = i % ldc < N ? NAN : 7.0f; /* the tail of each row: untouched */
                     R[i] = i % ldc < N ? bias[i % ldc] : 7.0f;
                 }
-                mha__bgemm_bias(threads, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+                epi_seen seen = {N, ldc, C, E, count};
+                mha__bgemm_epi(threads, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, epi_record,
+                               &seen);
                 mha__bgemm(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, 1, R, ldc);
                 assert_memory_equal(C, R, M * ldc * sizeof *C);
+                for (size_t r = 0; r < M; r++) {
+                    assert_int_equal(count[r], 1);
+                    for (size_t j = 0; j < N; j++)
+                        assert_true(E[r * N + j] == 2 * R[r * ldc + j] + 1);
+                }
+                free(E);
+                free(count);
                 free(A);
                 free(B);
                 free(bias);

@@ -335,6 +335,100 @@ static void gemm_entry_threads(void **state)
     assert_true(c[0] == 0.5 && c[5] == 3);
 }
 
+/* The epilogue's view of C: each row's count of calls, and E = 2·C + 1 of the rows it was
+ * given, read at the call (so the rows must be final then). */
+typedef struct epi_seen {
+    size_t N, ldc;
+    const float *C;
+    float *E;
+    int *count;
+} epi_seen;
+
+static void epi_record(void *ctx, size_t r0, size_t r1)
+{
+    const epi_seen *e = ctx;
+    for (size_t r = r0; r < r1; r++) {
+        e->count[r]++;
+        for (size_t j = 0; j < e->N; j++)
+            e->E[r * e->N + j] = 2 * e->C[r * e->ldc + j] + 1;
+    }
+}
+
+/* mha__sgemm_epi: C = A·op(B) + bias gives the bits of filling C's rows with the bias and
+ * calling mha__sgemm with alpha = beta = 1 (without a bias, beta = 0), on every backend the
+ * rule picks (libxsmm NT and NN, BLAS for few rows, the own kernel for tiny products), split
+ * over 2 threads or not, B's transpose split or not; C's old contents (NaN) are never read,
+ * nor its rows' tails; the epilogue sees every row exactly once, after it is final, also
+ * for K = 0. mha__dgemm_epi likewise for one shape. */
+static void gemm_epi_is_fill_add_then_rows(void **state)
+{
+    (void)state;
+    const size_t shapes[][3] = {{768, 512, 128}, {768, 128, 512}, {300, 96, 64}, {8, 64, 16},
+                                {5, 9, 7},       {40, 1100, 30},  {64, 48, 0},   {1, 128, 128}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int threads = 1; threads <= 2; threads++)
+                for (int with_bias = 0; with_bias < 2; with_bias++) {
+                    const size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                    const size_t lda = K + 1, ldb = (tb ? K : N) + 1, ldc = N + 3;
+                    float *A = malloc((M * lda + 1) * sizeof *A);
+                    float *B = malloc(((tb ? N : K) * ldb + 1) * sizeof *B);
+                    float *bias = malloc(N * sizeof *bias), *E = malloc(M * N * sizeof *E);
+                    float *C = malloc(M * ldc * sizeof *C), *R = malloc(M * ldc * sizeof *R);
+                    int *count = calloc(M, sizeof *count);
+                    assert_true(A && B && bias && C && R && E && count);
+                    fill_uniform_f(A, M * lda + 1, -2, 2, 70 + s);
+                    fill_uniform_f(B, (tb ? N : K) * ldb + 1, -2, 2, 80 + s);
+                    fill_uniform_f(bias, N, -3, 3, 90 + s);
+                    for (size_t i = 0; i < M * ldc; i++) {
+                        C[i] = i % ldc < N ? NAN : 7.0f; /* the tail of each row: untouched */
+                        R[i] = i % ldc < N ? (with_bias ? bias[i % ldc] : NAN) : 7.0f;
+                    }
+                    epi_seen seen = {N, ldc, C, E, count};
+                    mha__sgemm_epi(threads, tb, M, N, K, A, lda, B, ldb, with_bias ? bias : NULL,
+                                   C, ldc, epi_record, &seen);
+                    mha__sgemm(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, with_bias ? 1 : 0, R,
+                               ldc, NULL);
+                    assert_memory_equal(C, R, M * ldc * sizeof *C);
+                    for (size_t r = 0; r < M; r++) {
+                        assert_int_equal(count[r], 1);
+                        for (size_t j = 0; j < N; j++)
+                            assert_true(E[r * N + j] == 2 * R[r * ldc + j] + 1);
+                    }
+                    memset(count, 0, M * sizeof *count);
+                    mha__sgemm_epi(threads, tb, M, N, K, A, lda, B, ldb, with_bias ? bias : NULL,
+                                   C, ldc, NULL, NULL); /* no epilogue: the same product */
+                    assert_memory_equal(C, R, M * ldc * sizeof *C);
+                    free(A);
+                    free(B);
+                    free(bias);
+                    free(E);
+                    free(C);
+                    free(R);
+                    free(count);
+                }
+    const size_t M = 600, N = 200, K = 96; /* split, libxsmm NT, in double */
+    double *A = malloc(M * K * sizeof *A), *B = malloc(N * K * sizeof *B);
+    double *bias = malloc(N * sizeof *bias);
+    double *C = malloc(M * N * sizeof *C), *R = malloc(M * N * sizeof *R);
+    assert_true(A && B && bias && C && R);
+    fill_uniform(A, M * K, -1, 1, 41);
+    fill_uniform(B, N * K, -1, 1, 42);
+    fill_uniform(bias, N, -1, 1, 43);
+    for (size_t i = 0; i < M * N; i++) {
+        C[i] = NAN;
+        R[i] = bias[i % N];
+    }
+    mha__dgemm_epi(2, 1, M, N, K, A, K, B, K, bias, C, N, NULL, NULL);
+    mha__dgemm(2, 0, 1, M, N, K, 1, A, K, B, K, 1, R, N, NULL);
+    assert_memory_equal(C, R, M * N * sizeof *C);
+    free(A);
+    free(B);
+    free(bias);
+    free(C);
+    free(R);
+}
+
 /* With the work argument given, the entry point uses it for Bᵀ and gives the same bits. */
 static void gemm_entry_work(void **state)
 {
@@ -416,6 +510,7 @@ int main(void)
         cmocka_unit_test(gemm_choice_few_rows),
         cmocka_unit_test(gemm_choice_follows_the_rule),
         cmocka_unit_test(gemm_entry_work),
+        cmocka_unit_test(gemm_epi_is_fill_add_then_rows),
         cmocka_unit_test(gemm_transpose_double),
         cmocka_unit_test(gemm_transpose_float),
     };
