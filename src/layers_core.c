@@ -164,6 +164,22 @@ static void colsum_add(size_t N, size_t C, const REAL *A, REAL *out)
  * LayerNorm
  * ========================================================================= */
 
+/* Eight REALs widened to eight doubles: the lanes of the interleaved row sums below, as
+ * explicit vectors (GCC left the eight-accumulator loops scalar: vcvtss2sd and vaddsd per
+ * element). Lane k does exactly what acc[k] did, so the bits are the same in every clone. */
+typedef REAL vr8 __attribute__((vector_size(8 * sizeof(REAL)), aligned(sizeof(REAL))));
+typedef double vd8 __attribute__((vector_size(64)));
+static inline vd8 load_vd8(const REAL *p)
+{
+    vr8 v;
+    memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, vd8);
+}
+static inline void store_acc8(vd8 v, double *acc)
+{
+    memcpy(acc, &v, sizeof v);
+}
+
 /* Σ_c x[c] and Σ_c (x[c] − mu)·(y[c] − nu)-style row sums need a fixed order to be
  * reproducible and 8 interleaved partial sums to vectorise: sum8 adds a[c]·b[c]
  * (b NULL: a[c]) in double that way, combining the lanes in a fixed tree. */
@@ -180,20 +196,21 @@ LAYERS_CLONES static void X(ln_rows_fwd_)(size_t r0, size_t r1, size_t C, double
     for (size_t r = r0; r < r1; r++) {
         const REAL *xr = x + r * C; /* x[r, :] [C] */
         REAL *yr = y + r * C;       /* y[r, :] [C] */
-        double acc[8] = {0};
+        double acc[8], acv[8];
+        vd8 va = {0};
         size_t c = 0;
         for (; c + 8 <= C; c += 8)
-            for (int k = 0; k < 8; k++)
-                acc[k] += (double)xr[c + k];
+            va += load_vd8(xr + c);
+        store_acc8(va, acc);
         for (; c < C; c++)
             acc[c % 8] += (double)xr[c];
         const double mu = X(sum8_)(acc) / (double)C;
-        double acv[8] = {0}; /* two passes: exact for rows far from zero mean */
-        for (c = 0; c + 8 <= C; c += 8)
-            for (int k = 0; k < 8; k++) {
-                const double d = (double)xr[c + k] - mu;
-                acv[k] += d * d;
-            }
+        vd8 vv = {0}; /* two passes: exact for rows far from zero mean */
+        for (c = 0; c + 8 <= C; c += 8) {
+            const vd8 d = load_vd8(xr + c) - mu;
+            vv += d * d;
+        }
+        store_acc8(vv, acv);
         for (; c < C; c++) {
             const double d = (double)xr[c] - mu;
             acv[c % 8] += d * d;
@@ -326,14 +343,16 @@ LAYERS_CLONES static void X(ln_rows_dx_)(size_t r0, size_t r1, size_t C, const R
         const REAL *xr = x + r * C, *dyr = dy + r * C; /* [C] each */
         REAL *dxr = dx + r * C;
         const double mu = (double)mean[r], rs = (double)rstd[r];
-        double sg[8] = {0}, sgx[8] = {0}; /* Σ g, Σ g·x̂ */
+        double sg[8], sgx[8]; /* Σ g, Σ g·x̂ */
+        vd8 vg = {0}, vgx = {0};
         size_t c = 0;
-        for (; c + 8 <= C; c += 8)
-            for (int k = 0; k < 8; k++) {
-                const double g = (double)dyr[c + k] * (double)w[c + k];
-                sg[k] += g;
-                sgx[k] += g * (((double)xr[c + k] - mu) * rs);
-            }
+        for (; c + 8 <= C; c += 8) {
+            const vd8 g = load_vd8(dyr + c) * load_vd8(w + c);
+            vg += g;
+            vgx += g * ((load_vd8(xr + c) - mu) * rs);
+        }
+        store_acc8(vg, sg);
+        store_acc8(vgx, sgx);
         for (; c < C; c++) {
             const double g = (double)dyr[c] * (double)w[c];
             sg[c % 8] += g;

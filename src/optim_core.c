@@ -235,13 +235,20 @@ int mha_optim_add_segments(X(optimizer) *o, const char *name, REAL *params, REAL
 
 /* Σ_i g[i]² in double over 8 interleaved partial sums (added in a fixed order at the
  * end), so the loop vectorises and the result does not depend on the machine. */
+typedef REAL vr8 __attribute__((vector_size(8 * sizeof(REAL)), aligned(sizeof(REAL))));
+typedef double vd8 __attribute__((vector_size(64)));
 OPTIM_CLONES static double sumsq8(const REAL *g, size_t n)
 {
-    double acc[8] = {0};
+    double acc[8];
+    vd8 va = {0}; /* lane k is acc[k]: an explicit vector, the same sums at full width */
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            acc[k] += (double)g[i + k] * (double)g[i + k];
+    for (; i + 8 <= n; i += 8) {
+        vr8 v;
+        memcpy(&v, g + i, sizeof v);
+        const vd8 d = __builtin_convertvector(v, vd8);
+        va += d * d;
+    }
+    memcpy(acc, &va, sizeof acc);
     for (; i < n; i++)
         acc[i % 8] += (double)g[i] * (double)g[i];
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
@@ -315,19 +322,22 @@ int mha_optim_clip_grad_norm(X(optimizer) *o, double max_norm, double *norm)
 
 /* 0 if any g[i] is NaN or ±∞: g − g is 0 for finite g and NaN otherwise, and a NaN
  * survives the (vectorised) sum. */
-OPTIM_CLONES static int finite8(const REAL *g, size_t n)
+typedef REAL vr16 __attribute__((vector_size(16 * sizeof(REAL)), aligned(sizeof(REAL))));
+OPTIM_CLONES static int finite_all(const REAL *g, size_t n)
 {
-    REAL acc[8] = {0};
+    vr16 acc = {0}; /* an explicit vector: GCC left the loop of eight scalars unvectorised */
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            acc[k] += g[i + k] - g[i + k];
+    for (; i + 16 <= n; i += 16) {
+        vr16 v;
+        memcpy(&v, g + i, sizeof v);
+        acc += v - v;
+    }
+    REAL rest = 0;
     for (; i < n; i++)
-        acc[0] += g[i] - g[i];
-    for (int k = 0; k < 8; k++)
-        if (acc[k] != (REAL)0)
-            return 0;
-    return 1;
+        rest += g[i] - g[i];
+    for (int k = 0; k < 16; k++)
+        rest += acc[k];
+    return rest == (REAL)0;
 }
 
 static void finite_task(void *ctx, size_t k0, size_t k1, int slot)
@@ -336,7 +346,7 @@ static void finite_task(void *ctx, size_t k0, size_t k1, int slot)
     (void)slot;
     for (size_t k = k0; k < k1 && atomic_load_explicit(&j->all_finite, memory_order_relaxed); k++) {
         const optim_span *sp = &j->o->spans[k];
-        if (!finite8(j->o->groups[sp->group].grads + sp->i0, sp->i1 - sp->i0))
+        if (!finite_all(j->o->groups[sp->group].grads + sp->i0, sp->i1 - sp->i0))
             atomic_store_explicit(&j->all_finite, 0, memory_order_relaxed);
     }
 }
