@@ -42,6 +42,10 @@
  * thread copies while the others wait for the product's blocks). */
 #define TRANSPOSE_SPLIT_MIN 32768
 
+/* Row blocks of a split product start on multiples of this (split_row below): the rows of
+ * libxsmm's register block in its AVX-512 float kernels. */
+#define SPLIT_ALIGN 6
+
 /* ---------------------------------------------------------------------------
  * REF: the naive triple loop, C[i,j] = alpha·Σ_p op(A)[i,p]·op(B)[p,j] + beta·C[i,j]
  * ------------------------------------------------------------------------- */
@@ -544,7 +548,7 @@ static int gemm_scratch(mha__gemm_backend be, int tb, size_t M, size_t N, size_t
     return 0;
 }
 
-/* One product split by rows into nt blocks (block i: rows M·i/nt .. M·(i+1)/nt − 1), and
+/* One product split by rows into nt blocks (block i: rows split_row(i) .. split_row(i+1) − 1), and
  * what follows each block: its bias, then the caller's epilogue. */
 typedef struct gemm_split {
     mha__gemm_backend be;
@@ -575,11 +579,30 @@ static void gemm_rows_of(const gemm_split *j, size_t r0, size_t r1)
         j->epi(j->ctx, r0, r1);
 }
 
+/* Where block i of nt starts: M·i/nt rounded to the nearest multiple of SPLIT_ALIGN rows
+ * (0 and M for the first and the last). libxsmm 1.17's AVX-512 float kernels take C's rows
+ * 6 at a time, and where N > 64 and N mod 64 is 1 to 16 (the read-outs of 65 and 72
+ * symbols) they compute the last partial vector of columns of the remaining rows in another
+ * order: a block boundary that is not a multiple of 6 gave some elements other bits than
+ * one call (1280 × 72 × 192: 143 elements of 92,160 at 2 threads; a G2P float32 run at 2
+ * threads left the 1-thread trajectory). Measured: with boundaries on multiples of 6 every
+ * element keeps its bits, as with any boundary in libxsmm's AVX2 and AVX code
+ * (LIBXSMM_TARGET=hsw, snb) and its double kernels. A block may be empty (M < 6). */
+static size_t split_row(size_t M, size_t i, size_t nt)
+{
+    if (i >= nt)
+        return M;
+    const size_t r = (M * i / nt + SPLIT_ALIGN / 2) / SPLIT_ALIGN * SPLIT_ALIGN;
+    return r < M ? r : M;
+}
+
 static void gemm_split_task(void *ctx, size_t i, int slot)
 {
     const gemm_split *j = ctx;
+    const size_t r0 = split_row(j->M, i, j->nt), r1 = split_row(j->M, i + 1, j->nt);
     (void)slot;
-    gemm_rows_of(j, j->M * i / j->nt, j->M * (i + 1) / j->nt);
+    if (r1 > r0)
+        gemm_rows_of(j, r0, r1);
 }
 
 /* Rows n0 .. n1−1 of B [N, K] into columns n0 .. n1−1 of work [K, N] */
@@ -707,6 +730,7 @@ int PRIV(gemm_with)(mha__gemm_backend be, int ta, int tb, size_t M, size_t N, si
 
 #undef SPLIT_MIN_WORK
 #undef TRANSPOSE_SPLIT_MIN
+#undef SPLIT_ALIGN
 #undef VLEN
 #ifdef MHA_HAVE_LIBXSMM
 #undef XSMM_CACHE

@@ -335,6 +335,37 @@ static void gemm_entry_threads(void **state)
     assert_true(c[0] == 0.5 && c[5] == 3);
 }
 
+/* The row split keeps the bits of one call where libxsmm computes the columns of its last
+ * partial vector in another order for the rows at the end of its register block: widths
+ * of 65..80 columns (the read-outs of 65 and 72 symbols), row counts whose halves or thirds
+ * are not multiples of that block — float, NT (a read-out) and NN, 1, 2 and 3 threads. */
+static void gemm_split_partial_vector_bits(void **state)
+{
+    (void)state;
+    const size_t Ms[] = {1000, 1280, 1290, 777}, Ns[] = {65, 72, 75}, K = 192;
+    for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++)
+        for (size_t b = 0; b < sizeof Ns / sizeof Ns[0]; b++)
+            for (int tb = 0; tb < 2; tb++) {
+                const size_t M = Ms[a], N = Ns[b];
+                float *A = malloc(M * K * sizeof *A), *B = malloc(N * K * sizeof *B);
+                float *C1 = malloc(M * N * sizeof *C1), *Ct = malloc(M * N * sizeof *Ct);
+                assert_true(A && B && C1 && Ct);
+                fill_uniform_f(A, M * K, -1, 1, 51 + a);
+                fill_uniform_f(B, N * K, -1, 1, 52 + b);
+                mha__sgemm(1, 0, tb, M, N, K, 1, A, K, B, tb ? K : N, 0, C1, N, NULL);
+                for (int threads = 2; threads <= 3; threads++) {
+                    mha__sgemm(threads, 0, tb, M, N, K, 1, A, K, B, tb ? K : N, 0, Ct, N, NULL);
+                    if (memcmp(C1, Ct, M * N * sizeof *C1) != 0)
+                        fail_msg("%s %zux%zux%zu: %d threads differ from one",
+                                 tb ? "NT" : "NN", M, N, K, threads);
+                }
+                free(A);
+                free(B);
+                free(C1);
+                free(Ct);
+            }
+}
+
 /* The epilogue's view of C: each row's count of calls, and E = 2·C + 1 of the rows it was
  * given, read at the call (so the rows must be final then). */
 typedef struct epi_seen {
@@ -511,6 +542,7 @@ int main(void)
         cmocka_unit_test(gemm_choice_follows_the_rule),
         cmocka_unit_test(gemm_entry_work),
         cmocka_unit_test(gemm_epi_is_fill_add_then_rows),
+        cmocka_unit_test(gemm_split_partial_vector_bits),
         cmocka_unit_test(gemm_transpose_double),
         cmocka_unit_test(gemm_transpose_float),
     };
