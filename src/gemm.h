@@ -21,8 +21,10 @@
  *   a per-thread buffer of the GEMM module is used (allocated once, grown when needed, freed
  *   at thread exit); should that allocation fail, a backend that needs no scratch is used.
  *   The backend depends only on (ta, tb, M, N, K, alpha, beta, threads == 0) — never on the
- *   thread count — and a row split gives every element of C the same arithmetic as one call,
- *   so results do not depend on the thread count (beyond BLAS's own summation order).
+ *   thread count — and a row split gives every element of C the same arithmetic as one call
+ *   (its blocks start on multiples of 6 rows, libxsmm's register block: split_row in
+ *   src/gemm_core.c), so results do not depend on the thread count (beyond BLAS's own
+ *   summation order).
  *
  * Backends (mha__gemm_backend):
  *   OWN   own register-blocked kernel (src/gemm_core.c), always available.
