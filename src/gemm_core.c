@@ -548,8 +548,8 @@ static int gemm_scratch(mha__gemm_backend be, int tb, size_t M, size_t N, size_t
     return 0;
 }
 
-/* One product split by rows into nt blocks (block i: rows split_row(i) .. split_row(i+1) − 1), and
- * what follows each block: its bias, then the caller's epilogue. */
+/* One product split by rows into nt blocks (block i: rows split_row(i) ..
+ * split_row(i+1) − 1), and what follows each block: its bias, then the caller's epilogue. */
 typedef struct gemm_split {
     mha__gemm_backend be;
     int ta, tb;

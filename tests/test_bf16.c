@@ -250,23 +250,6 @@ static void bgemm_edges_and_rounding(void **state)
  * thread and the row split; C's old contents (NaN) are never read, nor its stride's tail;
  * its epilogue sees every row once, after the row is final (E = 2·C + 1 read at the call
  * equals the result's). */
-typedef struct epi_seen {
-    size_t N, ldc;
-    const float *C;
-    float *E;
-    int *count;
-} epi_seen;
-
-static void epi_record(void *ctx, size_t r0, size_t r1)
-{
-    const epi_seen *e = ctx;
-    for (size_t r = r0; r < r1; r++) {
-        e->count[r]++;
-        for (size_t j = 0; j < e->N; j++)
-            e->E[r * e->N + j] = 2 * e->C[r * e->ldc + j] + 1;
-    }
-}
-
 static void bgemm_bias_is_fill_and_add(void **state)
 {
     (void)state;
@@ -300,11 +283,7 @@ static void bgemm_bias_is_fill_and_add(void **state)
                                &seen);
                 mha__bgemm(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, 1, R, ldc);
                 assert_memory_equal(C, R, M * ldc * sizeof *C);
-                for (size_t r = 0; r < M; r++) {
-                    assert_int_equal(count[r], 1);
-                    for (size_t j = 0; j < N; j++)
-                        assert_true(E[r * N + j] == 2 * R[r * ldc + j] + 1);
-                }
+                epi_check(&seen, M, R);
                 free(E);
                 free(count);
                 free(A);

@@ -366,25 +366,6 @@ static void gemm_split_partial_vector_bits(void **state)
             }
 }
 
-/* The epilogue's view of C: each row's count of calls, and E = 2·C + 1 of the rows it was
- * given, read at the call (so the rows must be final then). */
-typedef struct epi_seen {
-    size_t N, ldc;
-    const float *C;
-    float *E;
-    int *count;
-} epi_seen;
-
-static void epi_record(void *ctx, size_t r0, size_t r1)
-{
-    const epi_seen *e = ctx;
-    for (size_t r = r0; r < r1; r++) {
-        e->count[r]++;
-        for (size_t j = 0; j < e->N; j++)
-            e->E[r * e->N + j] = 2 * e->C[r * e->ldc + j] + 1;
-    }
-}
-
 /* mha__sgemm_epi: C = A·op(B) + bias gives the bits of filling C's rows with the bias and
  * calling mha__sgemm with alpha = beta = 1 (without a bias, beta = 0), on every backend the
  * rule picks (libxsmm NT and NN, BLAS for few rows, the own kernel for tiny products), split
@@ -421,12 +402,7 @@ static void gemm_epi_is_fill_add_then_rows(void **state)
                     mha__sgemm(threads, 0, tb, M, N, K, 1, A, lda, B, ldb, with_bias ? 1 : 0, R,
                                ldc, NULL);
                     assert_memory_equal(C, R, M * ldc * sizeof *C);
-                    for (size_t r = 0; r < M; r++) {
-                        assert_int_equal(count[r], 1);
-                        for (size_t j = 0; j < N; j++)
-                            assert_true(E[r * N + j] == 2 * R[r * ldc + j] + 1);
-                    }
-                    memset(count, 0, M * sizeof *count);
+                    epi_check(&seen, M, R);
                     mha__sgemm_epi(threads, tb, M, N, K, A, lda, B, ldb, with_bias ? bias : NULL,
                                    C, ldc, NULL, NULL); /* no epilogue: the same product */
                     assert_memory_equal(C, R, M * ldc * sizeof *C);

@@ -192,3 +192,22 @@ void write_bytes(const char *path, const void *p, size_t n)
         assert_int_equal(fwrite(p, 1, n, fp), n);
     assert_int_equal(fclose(fp), 0);
 }
+
+void epi_record(void *ctx, size_t r0, size_t r1)
+{
+    const epi_seen *e = ctx;
+    for (size_t r = r0; r < r1; r++) {
+        e->count[r]++;
+        for (size_t j = 0; j < e->N; j++)
+            e->E[r * e->N + j] = 2 * e->C[r * e->ldc + j] + 1;
+    }
+}
+
+void epi_check(const epi_seen *e, size_t M, const float *R)
+{
+    for (size_t r = 0; r < M; r++) {
+        assert_int_equal(e->count[r], 1);
+        for (size_t j = 0; j < e->N; j++)
+            assert_true(e->E[r * e->N + j] == 2 * R[r * e->ldc + j] + 1);
+    }
+}

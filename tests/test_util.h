@@ -36,6 +36,19 @@ void randomize_s2s(mhad_s2s *m, uint64_t seed);
 /* ids x[n] uniform in [lo, hi) from PCG32(seed, stream 5). */
 void fill_ids(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed);
 /* malloc and calloc that fail the test instead of returning NULL (size 0: one byte). */
+/* What a GEMM epilogue saw (tests of mha__sgemm_epi, mha__bgemm_epi): epi_record counts
+ * its calls per row in count[r] and stores E[r·N + j] = 2·C[r·ldc + j] + 1 at the call;
+ * epi_check asserts that every row of M was seen exactly once and that E is 2·R + 1 of the
+ * final C (R, row stride ldc), i.e. that each row was final when the epilogue read it. */
+typedef struct epi_seen {
+    size_t N, ldc;
+    const float *C;
+    float *E;
+    int *count;
+} epi_seen;
+void epi_record(void *ctx, size_t r0, size_t r1);
+void epi_check(const epi_seen *e, size_t M, const float *R);
+
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 
