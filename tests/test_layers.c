@@ -1276,6 +1276,77 @@ static void test_layers_dropout_at_offset(void **state)
     free(x); free(y); free(ys); free(keep); free(ks); free(xf); free(yf);
 }
 
+/* The MLP runs GELU forward and backward as epilogues of its products, on each block of
+ * rows a thread finishes (src/gemm.h): at sizes where the products split over threads, its
+ * h, a, y and every gradient are those of the composition done step by step through the
+ * public layers (Linear, GELU, Linear), at 1 and 2 threads, in float32 and bf16 (where the
+ * CPU has it) — a block's epilogue on the wrong rows would leave rows stale. Compared with
+ * ==: the composition's accumulating calls may give +0 where the MLP writes −0. */
+static void test_layers_mlp_is_its_composition(void **state)
+{
+    (void)state;
+    enum { N = 300, C = 64, F = 256 };
+    double *xd = dbuf(N * C, -1, 1, 180), *dyd = dbuf(N * C, -1, 1, 181);
+    double *w1d = dbuf(F * C, -0.3, 0.3, 182), *w2d = dbuf(C * F, -0.3, 0.3, 183);
+    double *b1d = dbuf(F, -0.5, 0.5, 184), *b2d = dbuf(C, -0.5, 0.5, 185);
+    float *x = fcopy(xd, N * C), *dy = fcopy(dyd, N * C), *W1 = fcopy(w1d, F * C);
+    float *W2 = fcopy(w2d, C * F), *b1 = fcopy(b1d, F), *b2 = fcopy(b2d, C);
+    const int saved = omp_get_max_threads();
+    for (int pi = 0; pi < 2; pi++) {
+        const mha_precision prec = pi ? MHA_PRECISION_BF16 : MHA_PRECISION_FP32;
+        if (!mha_precision_available(prec)) {
+            print_message("[  SKIPPED ] bf16 composition: this CPU lacks avx512_bf16\n");
+            continue;
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            omp_set_num_threads(threads);
+            /* [0] h [1] a [2] y [3] scratch [4] dx [5] dW1 [6] db1 [7] dW2 [8] db2, MLP then
+             * composition */
+            const size_t len[9] = {N * F, N * F, N * C, N * F, N * C, F * C, F, C * F, C};
+            float *m[9], *r[9];
+            for (int i = 0; i < 9; i++) {
+                m[i] = fconst(len[i], 0);
+                r[i] = fconst(len[i], 0);
+            }
+            assert_int_equal(mha_mlp_forward_prec(prec, N, C, F, x, W1, b1, W2, b2, m[0], m[1],
+                                                  m[2]),
+                             MHA_OK);
+            assert_int_equal(mha_mlp_backward_prec(prec, N, C, F, x, W1, W2, m[0], m[1], dy,
+                                                   m[3], m[4], m[5], m[6], m[7], m[8]),
+                             MHA_OK);
+            assert_int_equal(mha_linear_forward_prec(prec, N, C, F, x, W1, b1, r[0]), MHA_OK);
+            assert_int_equal(mha_gelu_forward(N * F, r[0], r[1]), MHA_OK);
+            assert_int_equal(mha_linear_forward_prec(prec, N, F, C, r[1], W2, b2, r[2]), MHA_OK);
+            /* dW2, db2 and da (= 0 + dy·W2, into r[3]) of the second Linear */
+            assert_int_equal(mha_linear_backward_prec(prec, N, F, C, r[1], W2, dy, r[3], r[7],
+                                                      r[8]),
+                             MHA_OK);
+            float *dh = fconst(N * F, 0);
+            assert_int_equal(mha_gelu_backward(N * F, r[0], r[3], dh), MHA_OK);
+            assert_int_equal(mha_linear_backward_prec(prec, N, C, F, x, W1, dh, r[4], r[5],
+                                                      r[6]),
+                             MHA_OK);
+            for (int i = 0; i < 9; i++) {
+                if (i == 3) /* the MLP's scratch ends as dh */
+                    for (size_t e = 0; e < len[i]; e++)
+                        assert_true(m[3][e] == dh[e]);
+                else
+                    for (size_t e = 0; e < len[i]; e++)
+                        if (!(m[i][e] == r[i][e]))
+                            fail_msg("%s, %d threads: output %d element %zu: %g, composed %g",
+                                     mha_precision_name(prec), threads, i, e, (double)m[i][e],
+                                     (double)r[i][e]);
+                free(m[i]);
+                free(r[i]);
+            }
+            free(dh);
+        }
+    }
+    omp_set_num_threads(saved);
+    free(xd); free(dyd); free(w1d); free(w2d); free(b1d); free(b2d);
+    free(x); free(dy); free(W1); free(W2); free(b1); free(b2);
+}
+
 /* ---- thread-count independence ---------------------------------------------------- */
 
 /* LayerNorm (forward, dx, dw, db), embedding backward (dE with repeats, dP), linear db,
@@ -1344,6 +1415,7 @@ int main(void)
         cmocka_unit_test(test_layers_dropout_simd),
         cmocka_unit_test(test_layers_dropout_at_offset),
         cmocka_unit_test(test_layers_threads),
+        cmocka_unit_test(test_layers_mlp_is_its_composition),
         cmocka_unit_test(test_layers_softmax_exp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
