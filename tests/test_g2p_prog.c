@@ -101,6 +101,27 @@ static void g2p_train_resume_bitwise(void **state)
     assert_same_checkpoint("a/checkpoint.safetensors", "b/checkpoint.safetensors");
 }
 
+/* A float32 run at 2 threads gives the 1-thread run's tensors bit for bit, at a size where
+ * the products split over the threads (the read-out of 70-odd symbols over 40 words: the
+ * row split's boundaries on libxsmm's 6-row blocks, src/gemm_core.c split_row). */
+static void g2p_train_threads_bitwise(void **state)
+{
+    (void)state;
+    write_small_dict("d.dict", 1500);
+    const char *run = "train --data d.dict --precision fp32 --enc-layers 1 --dec-layers 1 "
+                      "--dim 32 --heads 2 --mlp-dim 64 --batch 40 --eval-words 40 "
+                      "--ckpt-every 0 --steps 8 --eval-every 8";
+    char cmd[512];
+    for (int t = 1; t <= 2; t++) {
+        snprintf(cmd, sizeof cmd, "%s --threads %d --out t%d", run, t, t);
+        assert_int_equal(g2p(t == 1 ? "t1" : "t2", cmd), 0);
+    }
+    char why[256];
+    if (!same_checkpoint_tensors("t1/checkpoint.safetensors", "t2/checkpoint.safetensors", why,
+                                 sizeof why))
+        fail_msg("1 and 2 threads differ: %s", why);
+}
+
 /* Resuming a finished run trains nothing and says so (exit 0, its checkpoint untouched), as
  * mha-gpt and mha-train do; fewer --steps than the checkpoint's step is refused naming
  * --steps (exit 2), where the run used to save a checkpoint past its own --steps that every
@@ -1134,6 +1155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(g2p_train_learns, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_resume_bitwise, tmpdir_setup, tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(g2p_train_threads_bitwise, tmpdir_setup, tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_resume_finished, tmpdir_setup,
                                         tmpdir_teardown),
         cmocka_unit_test_setup_teardown(g2p_train_bf16, tmpdir_setup, tmpdir_teardown),
