@@ -23,7 +23,7 @@
  *   The backend depends only on (ta, tb, M, N, K, alpha, beta, threads == 0) — never on the
  *   thread count — and a row split gives every element of C the same arithmetic as one call
  *   (its blocks start on multiples of 6 rows, libxsmm's register block: split_row in
- *   src/gemm_core.c), so results do not depend on the thread count (beyond BLAS's own
+ *   src/gemm_entry.inc), so results do not depend on the thread count (beyond BLAS's own
  *   summation order).
  *
  * Backends (mha__gemm_backend):
