@@ -174,23 +174,27 @@ static void colsum_add(size_t N, size_t C, const REAL *A, REAL *out)
  * computes the same bits.
  * ========================================================================= */
 
-/* y = ½·x·(1 + tanh u),  u = K·(x + A·x³) */
-static inline REAL gelu_of(REAL x)
+/* t = tanh u,  u = K·(x + A·x³): what both below start from */
+static inline REAL gelu_tanh_of(REAL x)
 {
-    const REAL u = (REAL)GELU_K * (x + (REAL)GELU_A * x * x * x);
-    return (REAL)0.5 * x * ((REAL)1 + GELU_TANH(u));
+    return GELU_TANH((REAL)GELU_K * (x + (REAL)GELU_A * x * x * x));
 }
+
+/* y = ½·x·(1 + tanh u) */
+static inline REAL gelu_from(REAL x, REAL t) { return (REAL)0.5 * x * ((REAL)1 + t); }
 
 /* d gelu / dx = ½(1 + tanh u) + ½·x·(1 − tanh² u)·K·(1 + 3A·x²).
  * When 1 − tanh² u is exactly 0 (|u| large) the second term is 0; computing it would
  * give 0·∞ = NaN once x² overflows. */
-static inline REAL gelu_grad_of(REAL x)
+static inline REAL gelu_grad_from(REAL x, REAL t)
 {
-    const REAL t = GELU_TANH((REAL)GELU_K * (x + (REAL)GELU_A * x * x * x));
     const REAL sech2 = (REAL)1 - t * t;
     const REAL second = (REAL)0.5 * x * sech2 * (REAL)GELU_K * ((REAL)1 + (REAL)(3.0 * GELU_A) * x * x);
     return (REAL)0.5 * ((REAL)1 + t) + (sech2 != 0 ? second : (REAL)0);
 }
+
+static inline REAL gelu_of(REAL x) { return gelu_from(x, gelu_tanh_of(x)); }
+static inline REAL gelu_grad_of(REAL x) { return gelu_grad_from(x, gelu_tanh_of(x)); }
 
 /* The element loops, on spans of GELU_SPAN elements (a task takes whole spans). */
 #define GELU_SPAN 4096
@@ -199,11 +203,25 @@ LAYERS_CLONES static void X(gelu_span_fwd_)(size_t n, const REAL *x, REAL *y)
     for (size_t i = 0; i < n; i++)
         y[i] = gelu_of(x[i]);
 }
-/* mode 0: dx += dy ⊙ gelu'(x);  mode 1: dx = dx ⊙ gelu'(x) (in place, dy unused) */
+/* y = gelu(x), and x := gelu'(x) in place (the bits gelu_of and gelu_grad_of give), from
+ * one tanh: for a backward that then only multiplies (mode 2 below) */
+LAYERS_CLONES static void X(gelu_span_fwd_keep_)(size_t n, REAL *x, REAL *y)
+{
+    for (size_t i = 0; i < n; i++) {
+        const REAL h = x[i], t = gelu_tanh_of(h);
+        y[i] = gelu_from(h, t);
+        x[i] = gelu_grad_from(h, t);
+    }
+}
+/* mode 0: dx += dy ⊙ gelu'(x);  mode 1: dx = dx ⊙ gelu'(x) (in place, dy unused);
+ * mode 2: dx = dx ⊙ x, x holding gelu' already (the forward's keep) */
 LAYERS_CLONES static void X(gelu_span_bwd_)(size_t n, const REAL *x, const REAL *dy, REAL *dx,
                                             int in_place)
 {
-    if (in_place)
+    if (in_place == 2)
+        for (size_t i = 0; i < n; i++)
+            dx[i] = dx[i] * x[i];
+    else if (in_place)
         for (size_t i = 0; i < n; i++)
             dx[i] = dx[i] * gelu_grad_of(x[i]);
     else
@@ -215,6 +233,7 @@ typedef struct gelu_job {
     size_t n;
     const REAL *x, *dy;
     REAL *y;
+    REAL *keep; /* forward: x itself, to take gelu'(x) (X(gelu_span_fwd_keep_)); or NULL */
     int in_place;
 } gelu_job;
 
@@ -225,7 +244,10 @@ static void gelu_fwd_task(void *ctx, size_t c0, size_t c1, int slot)
     (void)slot;
     for (size_t c = c0; c < c1; c++) {
         const size_t i0 = c * GELU_SPAN, m = j->n - i0 < GELU_SPAN ? j->n - i0 : GELU_SPAN;
-        X(gelu_span_fwd_)(m, j->x + i0, j->y + i0);
+        if (j->keep != NULL)
+            X(gelu_span_fwd_keep_)(m, j->keep + i0, j->y + i0);
+        else
+            X(gelu_span_fwd_)(m, j->x + i0, j->y + i0);
     }
 }
 
@@ -247,6 +269,13 @@ static void gelu_fwd_all(size_t n, const REAL *x, REAL *y)
     mha__pool_range(par_threads(n), (n + GELU_SPAN - 1) / GELU_SPAN, 1, gelu_fwd_task, &j);
 }
 
+/* y = gelu(x) and x := gelu'(x), span by span */
+static void gelu_fwd_keep_all(size_t n, REAL *x, REAL *y)
+{
+    gelu_job j = {.n = n, .x = x, .y = y, .keep = x};
+    mha__pool_range(par_threads(n), (n + GELU_SPAN - 1) / GELU_SPAN, 1, gelu_fwd_task, &j);
+}
+
 int mha_gelu_forward(size_t n, const REAL *x, REAL *y)
 {
     if (!x || !y || n == 0)
@@ -257,7 +286,8 @@ int mha_gelu_forward(size_t n, const REAL *x, REAL *y)
     return MHA_OK;
 }
 
-/* dx += dy ⊙ gelu'(x) (in_place 0) or dx ⊙= gelu'(x) (in_place 1), span by span. */
+/* dx += dy ⊙ gelu'(x) (in_place 0), dx ⊙= gelu'(x) (in_place 1) or dx ⊙= x (in_place 2: x
+ * holds gelu'), span by span. */
 static void gelu_bwd_all(size_t n, const REAL *x, const REAL *dy, REAL *dx, int in_place)
 {
     gelu_job j = {.n = n, .x = x, .dy = dy, .y = dx, .in_place = in_place};

@@ -157,8 +157,8 @@ int mha__dkvcache_bytes(const mhad_module *m, size_t batch, size_t max_len, int 
 int mha__dropout_simd(int mode);
 
 /* ---- Backward passes that write their input gradient (no zeroing pass first) -------------
- * Each is its public twin (mha_dropout_backward, mha_mlp_backward_prec, mha_backward; same
- * arguments, checks and statuses) except that the input gradient — dx, and dx_query of the
+ * Each is its public twin (mha_dropout_backward, mha_mlp_backward_prec (with kept = 0),
+ * mha_backward; same arguments, checks and statuses) except that the input gradient — dx, and dx_query of the
  * attention module (dx_context is still added to) — is written instead of added to: the
  * result of the twin on a zeroed buffer (the same bits, but for the sign of an exact zero),
  * without the zeroing. The blocks' backward passes use them for their scratch buffers. */
@@ -169,11 +169,20 @@ int mha__ddropout_backward_set(size_t n, double p, const uint64_t *keep, const d
 int mha__smlp_backward_set(mha_precision prec, size_t N, size_t C, size_t F, const float *x,
                            const float *W1, const float *W2, const float *h, const float *a,
                            const float *dy, float *scratch, float *dx, float *dW1, float *db1,
-                           float *dW2, float *db2);
+                           float *dW2, float *db2, int kept);
 int mha__dmlp_backward_set(mha_precision prec, size_t N, size_t C, size_t F, const double *x,
                            const double *W1, const double *W2, const double *h, const double *a,
                            const double *dy, double *scratch, double *dx, double *dW1,
-                           double *db1, double *dW2, double *db2);
+                           double *db1, double *dW2, double *db2, int kept);
+/* mha_mlp_forward_prec, and with keep also h := gelu'(h) — from the tanh the forward takes
+ * anyway, the bits gelu' has in the backward — for a backward_set with kept = 1, whose
+ * dh = da ⊙ gelu'(h) is then one multiplication (what a block's training forward does). */
+int mha__smlp_forward_keep(mha_precision prec, size_t N, size_t C, size_t F, const float *x,
+                           const float *W1, const float *b1, const float *W2, const float *b2,
+                           float *h, float *a, float *y, int keep);
+int mha__dmlp_forward_keep(mha_precision prec, size_t N, size_t C, size_t F, const double *x,
+                           const double *W1, const double *b1, const double *W2,
+                           const double *b2, double *h, double *a, double *y, int keep);
 int mha__sbackward_set(mha_module *m, mha_cache *c, const float *x_query, const float *x_context,
                        const float *d_out, float *dx_query, float *dx_context);
 int mha__dbackward_set(mhad_module *m, mhad_cache *c, const double *x_query,

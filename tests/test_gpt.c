@@ -18,6 +18,88 @@
 
 /* ---- block ------------------------------------------------------------------ */
 
+/* A block's parameter gradients, concatenated into g (NULL: just count); returns the count. */
+static size_t block_grads(mha_block *b, mha_decoder_block *d, float *g)
+{
+    size_t n = 0;
+    const size_t nt = b ? MHA_BLOCK_NUM_TENSORS : MHA_DEC_BLOCK_NUM_TENSORS;
+    for (size_t i = 0; i < nt; i++) {
+        mha_param_info in;
+        float *gr;
+        assert_int_equal(b ? mha_block_tensor(b, i, &in, NULL, &gr)
+                           : mha_decoder_block_tensor(d, i, &in, NULL, &gr),
+                         MHA_OK);
+        if (g)
+            memcpy(g + n, gr, in.numel * sizeof *gr);
+        n += in.numel;
+    }
+    return n;
+}
+
+/* A training forward keeps gelu'(h) for its backward (src/layers_linear.inc); an evaluation
+ * forward does not. A backward after an evaluation forward of x2, which follows a training
+ * step on x1, gives the bits of one after a training forward of x2 (no dropout: the two
+ * forwards compute the same): gradients and dx, for the GPT block and the decoder block,
+ * 2 threads. */
+static void blocks_backward_after_either_forward(void **state)
+{
+    (void)state;
+    enum { B = 5, T = 31, S = 7, C = 48, R = B * T };
+    const mha_block_config cfg = {.dim = C, .heads = 2, .mlp_dim = 100, .causal = 1,
+                                  .threads = 2, .seed = 9};
+    for (int dec = 0; dec < 2; dec++) {
+        mha_block *b = NULL;
+        mha_decoder_block *d = NULL;
+        if (dec)
+            assert_int_equal(mha_decoder_block_create(&d, &cfg, B, T, S), MHA_OK);
+        else
+            assert_int_equal(mha_block_create(&b, &cfg, B, T), MHA_OK);
+        const size_t n = block_grads(b, d, NULL);
+        float *x1 = xmalloc(R * C * sizeof *x1), *x2 = xmalloc(R * C * sizeof *x2);
+        float *mem = xmalloc(B * S * C * sizeof *mem), *dmem = xcalloc(B * S * C, sizeof *dmem);
+        float *dy = xmalloc(R * C * sizeof *dy), *y = xmalloc(R * C * sizeof *y);
+        float *dx[2], *g[2];
+        fill_uniform_f(x1, R * C, -1, 1, 170);
+        fill_uniform_f(x2, R * C, -1, 1, 171);
+        fill_uniform_f(mem, B * S * C, -1, 1, 172);
+        fill_uniform_f(dy, R * C, -1, 1, 173);
+        for (int k = 0; k < 2; k++) {
+            dx[k] = xcalloc(R * C, sizeof *dx[k]);
+            g[k] = xmalloc(n * sizeof *g[k]);
+        }
+        /* k = 0: train on x1 (forward, backward), then evaluate x2 and run its backward;
+         * k = 1: train on x2 */
+        for (int k = 0; k < 2; k++) {
+            for (int pass = k; pass < 2; pass++) {
+                const int training = !(k == 0 && pass == 1);
+                const float *x = pass == 0 ? x1 : x2;
+                if (dec) {
+                    assert_int_equal(mha_decoder_block_zero_grad(d), MHA_OK);
+                    assert_int_equal(mha_decoder_block_forward(d, training, B, T, x, S, mem, NULL,
+                                                               y),
+                                     MHA_OK);
+                    assert_int_equal(mha_decoder_block_backward(d, x, mem, dy, dx[k], dmem),
+                                     MHA_OK);
+                } else {
+                    assert_int_equal(mha_block_zero_grad(b), MHA_OK);
+                    assert_int_equal(mha_block_forward(b, training, B, T, x, y), MHA_OK);
+                    assert_int_equal(mha_block_backward(b, x, dy, dx[k]), MHA_OK);
+                }
+                if (pass == 0)
+                    memset(dx[k], 0, R * C * sizeof *dx[k]);
+            }
+            block_grads(b, d, g[k]);
+        }
+        assert_memory_equal(dx[0], dx[1], R * C * sizeof *dx[0]);
+        assert_memory_equal(g[0], g[1], n * sizeof *g[0]);
+        for (int k = 0; k < 2; k++)
+            free(dx[k]), free(g[k]);
+        free(x1), free(x2), free(mem), free(dmem), free(dy), free(y);
+        mha_block_destroy(b);
+        mha_decoder_block_destroy(d);
+    }
+}
+
 /* The block is exactly the documented composition of the layers: LN1, the attention
  * module (causal), dropout with PCG32(block seed, MHA_PCG32_STREAM_RESID_ATTN) at the
  * block's call index, the residual, LN2, the MLP, dropout with
@@ -624,6 +706,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpt_block_is_its_composition),
+        cmocka_unit_test(blocks_backward_after_either_forward),
         cmocka_unit_test(gpt_model_f32_matches_f64),
         cmocka_unit_test(gpt_infer_matches_full_forward),
         cmocka_unit_test(gpt_infer_refusals),

@@ -633,7 +633,7 @@ static void test_layers_backward_set(void **state)
     assert_int_equal(mhad_mlp_backward(N, C, F, x, W1, W2, h, act, dy, scr, dx[0], g[0][0],
                                        g[0][1], g[0][2], g[0][3]), MHA_OK);
     assert_int_equal(mha__dmlp_backward_set(MHA_PRECISION_FP32, N, C, F, x, W1, W2, h, act, dy,
-                                            scr, dx[1], g[1][0], g[1][1], g[1][2], g[1][3]),
+                                            scr, dx[1], g[1][0], g[1][1], g[1][2], g[1][3], 0),
                      MHA_OK);
     assert_same_values(dx[0], dx[1], N * C, "mlp dx");
     for (int t = 0; t < 4; t++)
@@ -1276,6 +1276,96 @@ static void test_layers_dropout_at_offset(void **state)
     free(x); free(y); free(ys); free(keep); free(ks); free(xf); free(yf);
 }
 
+/* The MLP that keeps gelu'(h) from its forward (what a block's training forward does:
+ * mha__?mlp_forward_keep) writes that derivative over h — the bits mha_gelu_backward gives
+ * for a unit gradient — and the same a and y; its backward (kept = 1) multiplies by it and
+ * gives the bits of the backward that recomputes the tanh: dx and the four gradients. At
+ * sizes where the products split, 2 threads; float32, bf16 (where the CPU has it), float64. */
+static void test_layers_mlp_keep_is_the_same_bits(void **state)
+{
+    (void)state;
+    enum { N = 155, C = 48, F = 100 };
+    const size_t gn[4] = {F * C, F, C * F, C};
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(2);
+    double *xd = dbuf(N * C, -2, 2, 190), *dyd = dbuf(N * C, -1, 1, 191);
+    double *w1d = dbuf(F * C, -0.5, 0.5, 192), *w2d = dbuf(C * F, -0.3, 0.3, 193);
+    double *b1d = dbuf(F, -0.5, 0.5, 194), *b2d = dbuf(C, -0.5, 0.5, 195), *one = dconst(N * F, 1);
+    for (int pi = 0; pi < 3; pi++) {
+        const mha_precision prec = pi == 1 ? MHA_PRECISION_BF16 : MHA_PRECISION_FP32;
+        if (!mha_precision_available(prec)) {
+            print_message("[  SKIPPED ] bf16 keep: this CPU lacks avx512_bf16\n");
+            continue;
+        }
+        double *h[2], *a[2], *y[2], *dx[2], *g[2][4], *scr = dconst(N * F, 0), *gh = dconst(N * F, 0);
+        for (int k = 0; k < 2; k++) {
+            h[k] = dconst(N * F, 0), a[k] = dconst(N * F, 0), y[k] = dconst(N * C, 0);
+            dx[k] = dconst(N * C, 0);
+            for (int t = 0; t < 4; t++)
+                g[k][t] = dbuf(gn[t], -1, 1, 196 + (uint64_t)t); /* the same start in both */
+        }
+        if (pi == 2) { /* float64 */
+            for (int k = 0; k < 2; k++) {
+                assert_int_equal(mha__dmlp_forward_keep(prec, N, C, F, xd, w1d, b1d, w2d, b2d, h[k],
+                                                        a[k], y[k], k),
+                                 MHA_OK);
+                if (k == 0)
+                    assert_int_equal(mhad_gelu_backward(N * F, h[0], one, gh), MHA_OK);
+                assert_int_equal(mha__dmlp_backward_set(prec, N, C, F, xd, w1d, w2d, h[k], a[k],
+                                                        dyd, scr, dx[k], g[k][0], g[k][1],
+                                                        g[k][2], g[k][3], k),
+                                 MHA_OK);
+            }
+            assert_memory_equal(h[1], gh, N * F * sizeof *gh);
+            assert_memory_equal(a[1], a[0], N * F * sizeof *a[0]);
+            assert_memory_equal(y[1], y[0], N * C * sizeof *y[0]);
+            assert_memory_equal(dx[1], dx[0], N * C * sizeof *dx[0]);
+            for (int t = 0; t < 4; t++)
+                assert_memory_equal(g[1][t], g[0][t], gn[t] * sizeof *g[0][t]);
+        } else {
+            float *x = fcopy(xd, N * C), *dy = fcopy(dyd, N * C), *W1 = fcopy(w1d, F * C);
+            float *W2 = fcopy(w2d, C * F), *b1 = fcopy(b1d, F), *b2 = fcopy(b2d, C);
+            float *fone = fcopy(one, N * F), *fs = fcopy(scr, N * F), *fgh = fcopy(gh, N * F);
+            float *fh[2], *fa[2], *fy[2], *fdx[2], *fg[2][4];
+            for (int k = 0; k < 2; k++) {
+                fh[k] = fcopy(h[k], N * F), fa[k] = fcopy(a[k], N * F), fy[k] = fcopy(y[k], N * C);
+                fdx[k] = fcopy(dx[k], N * C);
+                for (int t = 0; t < 4; t++)
+                    fg[k][t] = fcopy(g[k][t], gn[t]);
+                assert_int_equal(mha__smlp_forward_keep(prec, N, C, F, x, W1, b1, W2, b2, fh[k],
+                                                        fa[k], fy[k], k),
+                                 MHA_OK);
+                if (k == 0)
+                    assert_int_equal(mha_gelu_backward(N * F, fh[0], fone, fgh), MHA_OK);
+                assert_int_equal(mha__smlp_backward_set(prec, N, C, F, x, W1, W2, fh[k], fa[k], dy,
+                                                        fs, fdx[k], fg[k][0], fg[k][1], fg[k][2],
+                                                        fg[k][3], k),
+                                 MHA_OK);
+            }
+            assert_memory_equal(fh[1], fgh, N * F * sizeof *fgh);
+            assert_memory_equal(fa[1], fa[0], N * F * sizeof *fa[0]);
+            assert_memory_equal(fy[1], fy[0], N * C * sizeof *fy[0]);
+            assert_memory_equal(fdx[1], fdx[0], N * C * sizeof *fdx[0]);
+            for (int t = 0; t < 4; t++)
+                assert_memory_equal(fg[1][t], fg[0][t], gn[t] * sizeof *fg[0][t]);
+            for (int k = 0; k < 2; k++) {
+                free(fh[k]), free(fa[k]), free(fy[k]), free(fdx[k]);
+                for (int t = 0; t < 4; t++)
+                    free(fg[k][t]);
+            }
+            free(x), free(dy), free(W1), free(W2), free(b1), free(b2), free(fone), free(fs), free(fgh);
+        }
+        for (int k = 0; k < 2; k++) {
+            free(h[k]), free(a[k]), free(y[k]), free(dx[k]);
+            for (int t = 0; t < 4; t++)
+                free(g[k][t]);
+        }
+        free(scr), free(gh);
+    }
+    omp_set_num_threads(saved);
+    free(xd), free(dyd), free(w1d), free(w2d), free(b1d), free(b2d), free(one);
+}
+
 /* The MLP runs GELU forward and backward as epilogues of its products, on each block of
  * rows a thread finishes (src/gemm.h): at sizes where the products split over threads, its
  * h, a, y and every gradient are those of the composition done step by step through the
@@ -1416,6 +1506,7 @@ int main(void)
         cmocka_unit_test(test_layers_dropout_at_offset),
         cmocka_unit_test(test_layers_threads),
         cmocka_unit_test(test_layers_mlp_is_its_composition),
+        cmocka_unit_test(test_layers_mlp_keep_is_the_same_bits),
         cmocka_unit_test(test_layers_softmax_exp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
