@@ -1276,6 +1276,24 @@ static void test_layers_dropout_at_offset(void **state)
     free(x); free(y); free(ys); free(keep); free(ks); free(xf); free(yf);
 }
 
+/* One MLP run's outputs, of either precision (elements of es bytes). */
+typedef struct mlp_run {
+    const void *h, *a, *y, *dx, *g[4];
+} mlp_run;
+
+/* r[1] (the keeping run) against r[0] (recomputing) and GELU's own derivative gh: its h
+ * holds gh's bytes, every other output is r[0]'s. */
+static void mlp_keep_check(const mlp_run r[2], const void *gh, size_t N, size_t C, size_t F,
+                           const size_t gn[4], size_t es)
+{
+    assert_memory_equal(r[1].h, gh, N * F * es);
+    assert_memory_equal(r[1].a, r[0].a, N * F * es);
+    assert_memory_equal(r[1].y, r[0].y, N * C * es);
+    assert_memory_equal(r[1].dx, r[0].dx, N * C * es);
+    for (int t = 0; t < 4; t++)
+        assert_memory_equal(r[1].g[t], r[0].g[t], gn[t] * es);
+}
+
 /* The MLP that keeps gelu'(h) from its forward (what a block's training forward does:
  * mha__?mlp_forward_keep) writes that derivative over h — the bits mha_gelu_backward gives
  * for a unit gradient — and the same a and y; its backward (kept = 1) multiplies by it and
@@ -1316,12 +1334,9 @@ static void test_layers_mlp_keep_is_the_same_bits(void **state)
                                                         g[k][2], g[k][3], k),
                                  MHA_OK);
             }
-            assert_memory_equal(h[1], gh, N * F * sizeof *gh);
-            assert_memory_equal(a[1], a[0], N * F * sizeof *a[0]);
-            assert_memory_equal(y[1], y[0], N * C * sizeof *y[0]);
-            assert_memory_equal(dx[1], dx[0], N * C * sizeof *dx[0]);
-            for (int t = 0; t < 4; t++)
-                assert_memory_equal(g[1][t], g[0][t], gn[t] * sizeof *g[0][t]);
+            const mlp_run r[2] = {{h[0], a[0], y[0], dx[0], {g[0][0], g[0][1], g[0][2], g[0][3]}},
+                                  {h[1], a[1], y[1], dx[1], {g[1][0], g[1][1], g[1][2], g[1][3]}}};
+            mlp_keep_check(r, gh, N, C, F, gn, sizeof(double));
         } else {
             float *x = fcopy(xd, N * C), *dy = fcopy(dyd, N * C), *W1 = fcopy(w1d, F * C);
             float *W2 = fcopy(w2d, C * F), *b1 = fcopy(b1d, F), *b2 = fcopy(b2d, C);
@@ -1342,12 +1357,10 @@ static void test_layers_mlp_keep_is_the_same_bits(void **state)
                                                         fg[k][3], k),
                                  MHA_OK);
             }
-            assert_memory_equal(fh[1], fgh, N * F * sizeof *fgh);
-            assert_memory_equal(fa[1], fa[0], N * F * sizeof *fa[0]);
-            assert_memory_equal(fy[1], fy[0], N * C * sizeof *fy[0]);
-            assert_memory_equal(fdx[1], fdx[0], N * C * sizeof *fdx[0]);
-            for (int t = 0; t < 4; t++)
-                assert_memory_equal(fg[1][t], fg[0][t], gn[t] * sizeof *fg[0][t]);
+            const mlp_run r[2] = {
+                {fh[0], fa[0], fy[0], fdx[0], {fg[0][0], fg[0][1], fg[0][2], fg[0][3]}},
+                {fh[1], fa[1], fy[1], fdx[1], {fg[1][0], fg[1][1], fg[1][2], fg[1][3]}}};
+            mlp_keep_check(r, fgh, N, C, F, gn, sizeof(float));
             for (int k = 0; k < 2; k++) {
                 free(fh[k]), free(fa[k]), free(fy[k]), free(fdx[k]);
                 for (int t = 0; t < 4; t++)
