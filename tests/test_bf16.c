@@ -182,33 +182,38 @@ static void bgemm_against_reference(void **state)
     bgemm_case(2, 1, 0, 70, 48, 130, 0.5f, 0, 41);
 }
 
-/* Rows split over 1, 2 and 3 threads give the very same bits (each element is computed
- * as in one call). */
+/* Rows split over 1 to 4 threads give the very same bits (each element is computed as in
+ * one call), whichever thread packs which columns of B: with N = 97 (two column blocks)
+ * three or four threads leave parts of B with no columns; N = 300 has five blocks. */
 static void bgemm_thread_independent(void **state)
 {
     (void)state;
     NEED_BF16();
-    const size_t M = 150, N = 97, K = 129;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            float *A = malloc(M * K * sizeof *A), *B = malloc(K * N * sizeof *B);
-            float *C[3];
-            assert_true(A && B);
-            fill_uniform_f(A, M * K, -1, 1, 50);
-            fill_uniform_f(B, K * N, -1, 1, 51);
-            for (int t = 0; t < 3; t++) {
-                C[t] = malloc(M * N * sizeof *C[t]);
-                assert_non_null(C[t]);
-                fill_uniform_f(C[t], M * N, -1, 1, 52);
-                mha__bgemm(t + 1, ta, tb, M, N, K, 1, A, ta ? M : K, B, tb ? K : N, 1, C[t], N);
+    enum { T = 4 };
+    const size_t M = 150, K = 129, widths[] = {97, 300};
+    for (size_t w = 0; w < 2; w++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                const size_t N = widths[w];
+                float *A = malloc(M * K * sizeof *A), *B = malloc(K * N * sizeof *B);
+                float *C[T];
+                assert_true(A && B);
+                fill_uniform_f(A, M * K, -1, 1, 50);
+                fill_uniform_f(B, K * N, -1, 1, 51);
+                for (int t = 0; t < T; t++) {
+                    C[t] = malloc(M * N * sizeof *C[t]);
+                    assert_non_null(C[t]);
+                    fill_uniform_f(C[t], M * N, -1, 1, 52);
+                    mha__bgemm(t + 1, ta, tb, M, N, K, 1, A, ta ? M : K, B, tb ? K : N, 1, C[t],
+                               N);
+                }
+                for (int t = 1; t < T; t++)
+                    assert_memory_equal(C[0], C[t], M * N * sizeof *C[0]);
+                for (int t = 0; t < T; t++)
+                    free(C[t]);
+                free(A);
+                free(B);
             }
-            assert_memory_equal(C[0], C[1], M * N * sizeof *C[0]);
-            assert_memory_equal(C[0], C[2], M * N * sizeof *C[0]);
-            for (int t = 0; t < 3; t++)
-                free(C[t]);
-            free(A);
-            free(B);
-        }
 }
 
 /* beta = 0 never reads C (NaN there stays out); K = 0 scales C by beta; the bf16 product
