@@ -34,8 +34,6 @@
  * the bf16 precision there (MHA_ECPU), so that path only keeps this function total.
  */
 #include <limits.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -326,35 +324,25 @@ BF16_TARGET static void job_pack_b(const bgemm_job *j, size_t b0, size_t b1, int
  * not waited for), and waits only while another thread is packing it. This replaced a loop
  * that packed Bp by pairs of rows, a barrier, and a second loop for the rows: measured on
  * the AMD EPYC (README, "bf16"). */
-#define MAX_PARTS 64
 typedef struct bgemm_par {
     const bgemm_job *job;
-    size_t nt, nb;                 /* chunks (row blocks and parts), column blocks */
-    atomic_int part[MAX_PARTS];    /* 0 not taken, 1 being packed, 2 packed */
+    size_t nt, nb;                           /* chunks (row blocks and parts), column blocks */
+    atomic_int part[MHA__POOL_MAX_THREADS]; /* mha__pool_once's states */
 } bgemm_par;
 
 /* The column blocks of part q: [nb·q/nt, nb·(q+1)/nt) */
 static size_t part_begin(const bgemm_par *p, size_t q) { return p->nb * q / p->nt; }
 
+static void pack_part(void *ctx, size_t q, int slot)
+{
+    const bgemm_par *p = ctx;
+    job_pack_b(p->job, part_begin(p, q), part_begin(p, q + 1), slot);
+}
+
 /* Part q of Bp packed, by this thread if no thread has taken it */
 static void part_ready(bgemm_par *p, size_t q, int slot)
 {
-    atomic_int *s = &p->part[q];
-    int v = atomic_load_explicit(s, memory_order_acquire);
-    if (v == 2)
-        return;
-    if (v == 0 && atomic_compare_exchange_strong_explicit(s, &v, 1, memory_order_acquire,
-                                                          memory_order_acquire)) {
-        job_pack_b(p->job, part_begin(p, q), part_begin(p, q + 1), slot);
-        atomic_store_explicit(s, 2, memory_order_release);
-        return;
-    }
-    for (unsigned k = 1; atomic_load_explicit(s, memory_order_acquire) != 2; k++) {
-        if (k % 256 == 0)
-            sched_yield(); /* the packing thread may be waiting for this core */
-        else
-            __builtin_ia32_pause();
-    }
+    mha__pool_once(&p->part[q], pack_part, p, q, slot);
 }
 
 /* Rows of C a thread packs and multiplies at a time: a panel of packed A that stays in the
@@ -439,8 +427,8 @@ static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K,
     int nt = threads >= 2 && M >= 2 && (double)M * N * K >= SPLIT_MIN_WORK ? threads : 1;
     if ((size_t)nt > M)
         nt = (int)M;
-    if (nt > MAX_PARTS) /* the pool runs no more threads */
-        nt = MAX_PARTS;
+    if (nt > MHA__POOL_MAX_THREADS) /* the pool runs no more */
+        nt = MHA__POOL_MAX_THREADS;
     /* sizes: every dimension <= INT_MAX (src/gemm.h), so these products fit size_t */
     const size_t words = M * Kh + Kh * Np + (tb ? (size_t)nt * 16 * Kh : 0);
     uint32_t *s = mha__bf16_cpu() ? mha__gemm_scratch(words * sizeof *s) : NULL;
