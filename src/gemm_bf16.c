@@ -28,7 +28,7 @@
  *
  * Threads: the rows of C are split as mha__sgemm splits them (each element computed exactly
  * as in one call: results do not depend on the thread count); the packing of B is shared
- * out over the same threads by columns, in the same loop (see bgemm_par).
+ * out over the same threads by pairs of rows, then a barrier.
  * On a CPU without AVX512_BF16, and when no scratch can be had, the reference loop computes
  * the same rounding of the operands (sums in another order). The library's objects refuse
  * the bf16 precision there (MHA_ECPU), so that path only keeps this function total.
@@ -171,25 +171,24 @@ BF16_TARGET static void pack_pairs(size_t k0, size_t k1, size_t K, size_t c0, si
     }
 }
 
-/* Bp[kk·ldd + n] = (src[n, 2kk], src[n, 2kk+1]) for kk = k0 .. k1−1 and n0 <= n < n1, zero
- * for N <= n; src [N, K] with row stride lds (op(B) = srcᵀ); n0 a multiple of 16, n1 one too
- * or Np. Rows are converted 16 at a time into `tmp` [16, k1 − k0] and written down their
- * columns. */
-BF16_TARGET static void pack_cols(size_t k0, size_t k1, size_t K, size_t n0, size_t n1, size_t N,
+/* Bp[kk·ldd + n] = (src[n, 2kk], src[n, 2kk+1]) for kk = k0 .. k1−1 and n < N, zero for
+ * N <= n < Np; src [N, K] with row stride lds (op(B) = srcᵀ). Rows are converted 16 at a
+ * time into `tmp` [16, k1 − k0] and written down their columns. */
+BF16_TARGET static void pack_cols(size_t k0, size_t k1, size_t K, size_t N, size_t Np,
                                   const float *src, size_t lds, uint32_t *dst, size_t ldd,
                                   uint32_t *tmp)
 {
     const size_t w = k1 - k0;
     if (w == 0)
         return;
-    for (size_t g = n0; g < n1; g += 16) {
-        const size_t nr = g < N ? (N - g < 16 ? N - g : 16) : 0;
+    for (size_t n0 = 0; n0 < Np; n0 += 16) {
+        const size_t nr = n0 < N ? (N - n0 < 16 ? N - n0 : 16) : 0;
         if (nr > 0) /* elements 2·k0 .. 2·k1 − 1 of each row (fewer at the end of K) */
-            pack_rows(0, nr, K - 2 * k0 < 2 * w ? K - 2 * k0 : 2 * w, src + g * lds + 2 * k0,
+            pack_rows(0, nr, K - 2 * k0 < 2 * w ? K - 2 * k0 : 2 * w, src + n0 * lds + 2 * k0,
                       lds, tmp, w);
         memset(tmp + nr * w, 0, (16 - nr) * w * sizeof *tmp);
         for (size_t kk = 0; kk < w; kk++) {
-            uint32_t *d = dst + (k0 + kk) * ldd + g;
+            uint32_t *d = dst + (k0 + kk) * ldd + n0;
             for (size_t r = 0; r < 16; r++)
                 d[r] = tmp[r * w + kk];
         }
@@ -266,14 +265,14 @@ BF16_TARGET static void bblock(int R, int nv, size_t Kh, const uint32_t *Ap, siz
 }
 #undef BK_NV
 
-/* Rows i0 .. i1−1 of C, column blocks b0 .. b1−1 (KNB columns each, the last one N mod KNB
- * or fewer), from packed Ap and Bp [Kh, ldb] (+ bias[N] on every row when not NULL). */
-BF16_TARGET static void bgemm_rows(size_t i0, size_t i1, size_t b0, size_t b1, size_t N,
-                                   size_t Kh, const uint32_t *Ap, size_t ars, size_t acs,
-                                   const uint32_t *Bp, size_t ldb, float alpha, const float *bias,
-                                   float beta, float *C, size_t ldc)
+/* Rows i0 .. i1−1 of C, all N columns, from packed Ap and Bp [Kh, ldb] (+ bias[N] on every
+ * row when not NULL). */
+BF16_TARGET static void bgemm_rows(size_t i0, size_t i1, size_t N, size_t Kh, const uint32_t *Ap,
+                                   size_t ars, size_t acs, const uint32_t *Bp, size_t ldb,
+                                   float alpha, const float *bias, float beta, float *C,
+                                   size_t ldc)
 {
-    for (size_t j = b0 * KNB; j < N && j < b1 * KNB; j += KNB) {
+    for (size_t j = 0; j < N; j += KNB) {
         const size_t w = N - j < KNB ? N - j : KNB;
         const int nv = (int)((w + 15) / 16);
         const __mmask16 last = mask16(w - 16 * (size_t)(nv - 1));
@@ -289,8 +288,8 @@ BF16_TARGET static void bgemm_rows(size_t i0, size_t i1, size_t b0, size_t b1, s
  * The entry point
  * ------------------------------------------------------------------------- */
 
-/* One product: its operands, its scratch (Ap, Bp, and tmp: a [16·Kh] for pack_cols per
- * thread slot when tb = 1) and what runs on its rows once they are final. */
+/* The work of thread t of nt: pack its share of Bp (pairs of rows kk), [barrier], pack its
+ * rows of Ap, multiply its rows. tmp: its [16·Kh] scratch for pack_cols (tb = 1). */
 typedef struct bgemm_job {
     int ta, tb;
     size_t M, N, K, Kh, Np;
@@ -303,46 +302,15 @@ typedef struct bgemm_job {
     void *ctx;
 } bgemm_job;
 
-/* Columns of Bp for the column blocks b0 .. b1−1, all pairs kk, with the scratch of `slot` */
-BF16_TARGET static void job_pack_b(const bgemm_job *j, size_t b0, size_t b1, int slot)
+/* Part t of nt of Bp (pairs of rows kk), with the scratch of `slot` */
+BF16_TARGET static void job_pack_b(const bgemm_job *j, size_t t, size_t nt, int slot)
 {
-    const size_t c0 = b0 * KNB, c1 = b1 * KNB < j->N ? b1 * KNB : j->N,
-                 cp = b1 * KNB < j->Np ? b1 * KNB : j->Np;
-    if (c0 >= cp)
-        return;
+    const size_t k0 = j->Kh * t / nt, k1 = j->Kh * (t + 1) / nt;
     if (j->tb)
-        pack_cols(0, j->Kh, j->K, c0, cp, j->N, j->B, j->ldb, j->Bp, j->Np,
+        pack_cols(k0, k1, j->K, j->N, j->Np, j->B, j->ldb, j->Bp, j->Np,
                   j->tmp + (size_t)slot * 16 * j->Kh);
     else
-        pack_pairs(0, j->Kh, j->K, c0, c1, cp, j->B, j->ldb, j->Bp, j->Np);
-}
-
-/* Threads: the rows of C in nt blocks and Bp in nt parts by columns, in one loop of nt
- * chunks. Chunk t packs part t of Bp, then its block of rows a panel at a time, starting
- * with the columns of its own part. Before the columns of another part it makes sure that
- * part is packed: it packs it itself when no thread has taken it (a late thread's part is
- * not waited for), and waits only while another thread is packing it. This replaced a loop
- * that packed Bp by pairs of rows, a barrier, and a second loop for the rows: measured on
- * the AMD EPYC (README, "bf16"). */
-typedef struct bgemm_par {
-    const bgemm_job *job;
-    size_t nt, nb;                           /* chunks (row blocks and parts), column blocks */
-    atomic_int part[MHA__POOL_MAX_THREADS]; /* mha__pool_once's states */
-} bgemm_par;
-
-/* The column blocks of part q: [nb·q/nt, nb·(q+1)/nt) */
-static size_t part_begin(const bgemm_par *p, size_t q) { return p->nb * q / p->nt; }
-
-static void pack_part(void *ctx, size_t q, int slot)
-{
-    const bgemm_par *p = ctx;
-    job_pack_b(p->job, part_begin(p, q), part_begin(p, q + 1), slot);
-}
-
-/* Part q of Bp packed, by this thread if no thread has taken it */
-static void part_ready(bgemm_par *p, size_t q, int slot)
-{
-    mha__pool_once(&p->part[q], pack_part, p, q, slot);
+        pack_pairs(k0, k1, j->K, 0, j->N, j->Np, j->B, j->ldb, j->Bp, j->Np);
 }
 
 /* Rows of C a thread packs and multiplies at a time: a panel of packed A that stays in the
@@ -355,49 +323,46 @@ static void part_ready(bgemm_par *p, size_t q, int slot)
  * 6,578–6,624. */
 #define PANEL_ROWS (8 * KR)
 
-/* Rows i0 .. i1−1 of C, a panel at a time; par (NULL: Bp is packed) says which parts of Bp
- * are, starting with part `first`'s column blocks. */
-BF16_TARGET static void job_rows(const bgemm_job *j, size_t i0, size_t i1, bgemm_par *par,
-                                 size_t first, int slot)
+/* Rows i0 .. i1−1 of C, a panel at a time */
+BF16_TARGET static void job_rows(const bgemm_job *j, size_t i0, size_t i1)
 {
-    const size_t nb = (j->N + KNB - 1) / KNB;
     for (size_t p0 = i0; p0 < i1; p0 += PANEL_ROWS) {
         const size_t p1 = i1 - p0 < PANEL_ROWS ? i1 : p0 + PANEL_ROWS;
-        const uint32_t *Ap;
-        size_t ars, acs;
         if (j->ta) { /* A stored [K, M]: its columns p0 .. p1−1 in pairs of rows, Ap[kk·M + i] */
             pack_pairs(0, j->Kh, j->K, p0, p1, p1, j->A, j->lda, j->Ap, j->M);
-            Ap = j->Ap, ars = 1, acs = j->M;
+            bgemm_rows(p0, p1, j->N, j->Kh, j->Ap, 1, j->M, j->Bp, j->Np, j->alpha, j->bias,
+                       j->beta, j->C, j->ldc);
         } else {
             pack_rows(p0, p1, j->K, j->A, j->lda, j->Ap, j->Kh);
-            Ap = j->Ap, ars = j->Kh, acs = 1;
-        }
-        if (par == NULL) {
-            bgemm_rows(p0, p1, 0, nb, j->N, j->Kh, Ap, ars, acs, j->Bp, j->Np, j->alpha,
-                       j->bias, j->beta, j->C, j->ldc);
-        } else { /* part by part, from part `first` round */
-            for (size_t k = 0; k < par->nt; k++) {
-                const size_t q = (first + k) % par->nt;
-                const size_t b0 = part_begin(par, q), b1 = part_begin(par, q + 1);
-                if (b0 == b1)
-                    continue;
-                part_ready(par, q, slot);
-                bgemm_rows(p0, p1, b0, b1, j->N, j->Kh, Ap, ars, acs, j->Bp, j->Np, j->alpha,
-                           j->bias, j->beta, j->C, j->ldc);
-            }
+            bgemm_rows(p0, p1, j->N, j->Kh, j->Ap, j->Kh, 1, j->Bp, j->Np, j->alpha, j->bias,
+                       j->beta, j->C, j->ldc);
         }
         if (j->epi != NULL)
             j->epi(j->ctx, p0, p1);
     }
 }
 
-static void chunk_task(void *ctx, size_t t, int slot)
+/* The two passes of a threaded product on the library's threads: Bp packed in nt parts,
+ * then C in nt blocks of rows, each a panel at a time (as the OpenMP region with a barrier
+ * between the passes did; smaller blocks, which a free thread could take from a late one,
+ * made the baby GPT's bf16 step 5% slower on the quiet AMD EPYC). */
+typedef struct bgemm_par {
+    const bgemm_job *job;
+    size_t nt;
+} bgemm_par;
+
+static void pack_b_task(void *ctx, size_t t, int slot)
 {
-    bgemm_par *p = ctx;
+    const bgemm_par *p = ctx;
+    job_pack_b(p->job, t, p->nt, slot);
+}
+
+static void panels_task(void *ctx, size_t t, int slot)
+{
+    const bgemm_par *p = ctx;
     const bgemm_job *j = p->job;
-    if (part_begin(p, t) < part_begin(p, t + 1))
-        part_ready(p, t, slot);
-    job_rows(j, j->M * t / p->nt, j->M * (t + 1) / p->nt, p, t, slot);
+    (void)slot;
+    job_rows(j, j->M * t / p->nt, j->M * (t + 1) / p->nt);
 }
 
 /* C[i, :] = bias for every row */
@@ -427,8 +392,6 @@ static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K,
     int nt = threads >= 2 && M >= 2 && (double)M * N * K >= SPLIT_MIN_WORK ? threads : 1;
     if ((size_t)nt > M)
         nt = (int)M;
-    if (nt > MHA__POOL_MAX_THREADS) /* the pool runs no more */
-        nt = MHA__POOL_MAX_THREADS;
     /* sizes: every dimension <= INT_MAX (src/gemm.h), so these products fit size_t */
     const size_t words = M * Kh + Kh * Np + (tb ? (size_t)nt * 16 * Kh : 0);
     uint32_t *s = mha__bf16_cpu() ? mha__gemm_scratch(words * sizeof *s) : NULL;
@@ -444,16 +407,14 @@ static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K,
     }
     const bgemm_job job = {ta, tb, M, N, K, Kh, Np, alpha, beta, A, B, bias, lda, ldb, ldc, C,
                            s, s + M * Kh, s + M * Kh + Kh * Np, epi, ctx};
-    const size_t nb = (N + KNB - 1) / KNB;
     if (nt == 1) {
-        job_pack_b(&job, 0, nb, 0);
-        job_rows(&job, 0, M, NULL, 0, 0);
+        job_pack_b(&job, 0, 1, 0);
+        job_rows(&job, 0, M);
         return;
     }
-    bgemm_par par = {.job = &job, .nt = (size_t)nt, .nb = nb};
-    for (int q = 0; q < nt; q++)
-        atomic_init(&par.part[q], 0);
-    mha__pool_for(nt, (size_t)nt, chunk_task, &par);
+    bgemm_par par = {&job, (size_t)nt};
+    mha__pool_for(nt, (size_t)nt, pack_b_task, &par);
+    mha__pool_for(nt, (size_t)nt, panels_task, &par);
 }
 
 void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float alpha,

@@ -21,7 +21,6 @@
 #include <linux/futex.h>
 #include <omp.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,7 +43,7 @@
  * busy process), and stopping the spin while the thread's involuntary context switches
  * showed a busy core (the quiet step kept its speed, the busy one gained nothing). */
 #define PROBE_NS 10000000L /* 10 ms */
-#define MAX_MEMBERS (MHA__POOL_MAX_THREADS - 1) /* threads besides the caller */
+#define MAX_MEMBERS 63 /* threads besides the caller */
 
 /* The words written while a loop runs (claim, done) sit on cache lines of their own, away
  * from the job's fields that waiting members read. */
@@ -345,25 +344,6 @@ void mha__pool_range(int threads, size_t n, size_t grain, mha__pool_range_task t
         per = grain;
     range_job r = {n, per, task, ctx};
     mha__pool_for(threads, (n + per - 1) / per, range_chunk, &r);
-}
-
-void mha__pool_once(atomic_int *state, mha__pool_once_fn fn, void *ctx, size_t part, int slot)
-{
-    int v = atomic_load_explicit(state, memory_order_acquire);
-    if (v == 2)
-        return;
-    if (v == 0 && atomic_compare_exchange_strong_explicit(state, &v, 1, memory_order_acquire,
-                                                          memory_order_acquire)) {
-        fn(ctx, part, slot);
-        atomic_store_explicit(state, 2, memory_order_release);
-        return;
-    }
-    for (unsigned k = 1; atomic_load_explicit(state, memory_order_acquire) != 2; k++) {
-        if (k % 256 == 0)
-            sched_yield();
-        else
-            cpu_relax();
-    }
 }
 
 int mha__pool_in_task(void) { return tl_in_task; }

@@ -20,11 +20,7 @@
 #ifndef MHA_POOL_H
 #define MHA_POOL_H
 
-#include <stdatomic.h>
 #include <stddef.h>
-
-/* The most threads a loop runs on (the caller and its members). */
-#define MHA__POOL_MAX_THREADS 64
 
 /* One chunk of a loop: i in [0, n), slot in [0, threads) names the thread running it
  * (for per-thread scratch only; two chunks never run at once in one slot). */
@@ -46,15 +42,6 @@ typedef void (*mha__pool_range_task)(void *ctx, size_t i0, size_t i1, int slot);
  * ranges per thread let the running threads take over a descheduled one's share. */
 #define MHA__POOL_RANGES_PER_THREAD 4
 void mha__pool_range(int threads, size_t n, size_t grain, mha__pool_range_task task, void *ctx);
-
-/* Work that several chunks of a loop need done first, whichever thread gets there first
- * (a part of an operand they share): the first caller for a `state` runs fn(ctx, part,
- * slot), a later one waits until that call has returned, then none runs it again. *state
- * starts at 0 (atomic_init), and is 2 once fn has returned. A waiting thread spins, yielding
- * its core now and then (the running one may be waiting for it); the call holds no lock,
- * so fn may be anything that does not wait on this loop's other chunks. */
-typedef void (*mha__pool_once_fn)(void *ctx, size_t part, int slot);
-void mha__pool_once(atomic_int *state, mha__pool_once_fn fn, void *ctx, size_t part, int slot);
 
 /* The thread count for a loop of the library here: 1 inside a task or an OpenMP parallel
  * region, else omp_get_max_threads() (the count the caller set for the call). */

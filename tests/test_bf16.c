@@ -183,8 +183,9 @@ static void bgemm_against_reference(void **state)
 }
 
 /* Rows split over 1 to 4 threads give the very same bits (each element is computed as in
- * one call), whichever thread packs which columns of B: with N = 97 (two column blocks)
- * three or four threads leave parts of B with no columns; N = 300 has five blocks. */
+ * one call), with B's packing shared out over the same threads: N = 97 and 300 (two and
+ * five blocks of the kernel's 64 columns, the last one partial), K = 129 (an odd K: 65
+ * pairs, the last with a zero partner, split unevenly over 3 and 4 threads). */
 static void bgemm_thread_independent(void **state)
 {
     (void)state;

@@ -2,8 +2,7 @@
  * below the thread count that no other running chunk holds; ranges tile the loop; a task's
  * own loops and a second caller's loops run in their calling thread; loops after a fork
  * and under thousands of back-to-back jobs (the shape of a training step) all complete; the
- * waiting policy reads the system's runnable tasks and spins short beside other work; work
- * a loop's chunks share runs once, before any of them goes on (mha__pool_once). */
+ * waiting policy reads the system's runnable tasks and spins short beside other work. */
 #define _GNU_SOURCE
 #include <omp.h>
 #include <pthread.h>
@@ -253,61 +252,6 @@ static void test_after_fork(void **state)
 /* The waiting policy's two parts: the runnable count of a /proc/loadavg line (malformed
  * lines give -1), and the spin for it — long while the team is alone or the CPUs suffice,
  * short when another task wants a CPU the team's threads are on. */
-/* mha__pool_once: chunks of a loop that each need every part of a shared piece of work
- * (as a product's chunks need all of a transposed operand): each part's function runs
- * exactly once, and every chunk that returns from mha__pool_once finds the part's work
- * complete, whichever thread did it and whoever waited. */
-enum { ONCE_PARTS = 8, ONCE_WORDS = 4096 };
-typedef struct once_job {
-    atomic_int state[ONCE_PARTS];
-    atomic_int calls[ONCE_PARTS];
-    int words[ONCE_PARTS][ONCE_WORDS]; /* written by the part's one call */
-    atomic_int incomplete;
-    size_t parts;
-} once_job;
-
-static void once_part(void *ctx, size_t q, int slot)
-{
-    once_job *j = ctx;
-    (void)slot;
-    atomic_fetch_add(&j->calls[q], 1);
-    for (int w = 0; w < ONCE_WORDS; w++) /* long enough for another chunk to arrive */
-        j->words[q][w] = (int)q * ONCE_WORDS + w;
-}
-
-static void once_task(void *ctx, size_t i, int slot)
-{
-    once_job *j = ctx;
-    for (size_t k = 0; k < j->parts; k++) {
-        const size_t q = (i + k) % j->parts;
-        mha__pool_once(&j->state[q], once_part, j, q, slot);
-        for (int w = 0; w < ONCE_WORDS; w++)
-            if (j->words[q][w] != (int)q * ONCE_WORDS + w)
-                atomic_store(&j->incomplete, 1);
-    }
-}
-
-static void test_once_per_part(void **state)
-{
-    (void)state;
-    for (int rep = 0; rep < 200; rep++) {
-        const int threads = 2 + rep % 3;
-        const size_t parts = 1 + (size_t)rep % ONCE_PARTS;
-        once_job *j = calloc(1, sizeof *j);
-        assert_non_null(j);
-        j->parts = parts;
-        for (size_t q = 0; q < ONCE_PARTS; q++)
-            atomic_init(&j->state[q], 0);
-        mha__pool_for(threads, (size_t)threads, once_task, j);
-        for (size_t q = 0; q < parts; q++) {
-            assert_int_equal(atomic_load(&j->calls[q]), 1);
-            assert_int_equal(atomic_load(&j->state[q]), 2);
-        }
-        assert_int_equal(atomic_load(&j->incomplete), 0);
-        free(j);
-    }
-}
-
 static void test_waiting_policy(void **state)
 {
     (void)state;
@@ -338,7 +282,7 @@ int main(void)
         cmocka_unit_test(test_each_chunk_once),    cmocka_unit_test(test_back_to_back),
         cmocka_unit_test(test_ranges_tile),        cmocka_unit_test(test_nested_runs_inline),
         cmocka_unit_test(test_concurrent_callers), cmocka_unit_test(test_after_fork),
-        cmocka_unit_test(test_waiting_policy),     cmocka_unit_test(test_once_per_part),
+        cmocka_unit_test(test_waiting_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
