@@ -2,6 +2,7 @@
  * (g2p_prog.h). */
 #include "g2p_prog.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,7 +139,8 @@ void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, cons
 
 size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_t *map,
                        size_t map_n, g2p_tally *stress, g2p_tally *nostress, size_t limit,
-                       unsigned char *wrong, int32_t *hyp_tok, size_t *hyp_len)
+                       unsigned char *wrong, int32_t *hyp_tok, size_t *hyp_len,
+                       size_t *nonfinite)
 {
     size_t first = 0, count = 0;
     const size_t *words = NULL;
@@ -166,7 +168,21 @@ size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_
         srcs[i] = s->src + s->src_off[w];
         lens[i] = s->src_off[w + 1] - s->src_off[w];
     }
-    g2p_decode_words(d, count, srcs, lens, tok, tlen, NULL, NULL);
+    double *lp = nonfinite ? xcalloc(count * K + 1, sizeof *lp) : NULL;
+    double *score = nonfinite ? xcalloc(count * K + 1, sizeof *score) : NULL;
+    g2p_decode_words(d, count, srcs, lens, tok, tlen, lp, score);
+    if (nonfinite) { /* the first word whose best hypothesis has a score that is not finite */
+        *nonfinite = SIZE_MAX;
+        for (size_t i = 0; i < count && *nonfinite == SIZE_MAX; i++)
+            if (!isfinite(lp[i * K]) || !isfinite(score[i * K]))
+                *nonfinite = i;
+        free(lp);
+        free(score);
+        if (*nonfinite != SIZE_MAX) {
+            UTIL_FREE_ALL(srcs, lens, tok, tlen, all);
+            return 0;
+        }
+    }
     g2p_scorer sc;
     char err[256];
     cli_check(g2p_scorer_init(&sc, map, map_n), "scorer");

@@ -201,10 +201,14 @@ void g2p_decode_words(g2p_decoder *d, size_t n, const int32_t *const *srcs, cons
  * greedy (beam 1) or with a beam, into the two tallies (with and without stress; map from
  * g2p_stress_map). wrong (may be NULL) gets, per word of the split in order, 1 if wrong;
  * hyp_tok/hyp_len (may be NULL) its best hypothesis (caller-sized). Returns the number of
- * words scored. */
+ * words scored. nonfinite (may be NULL: not checked) gets SIZE_MAX, or the position in the
+ * split of the first word whose best hypothesis has a log-probability or score that is not
+ * finite (the model's arithmetic overflowed: its tokens mean nothing); then nothing is
+ * scored (the tallies, wrong and hyp_* are not written) and 0 is returned. */
 size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_t *map,
                        size_t map_n, g2p_tally *stress, g2p_tally *nostress, size_t limit,
-                       unsigned char *wrong, int32_t *hyp_tok, size_t *hyp_len);
+                       unsigned char *wrong, int32_t *hyp_tok, size_t *hyp_len,
+                       size_t *nonfinite);
 
 /* The average command (g2p_average.c): the element-wise mean of the weights of checkpoints
  * paths[0..n) of one model (same sizes and vocabularies, else exit 2 naming the file),

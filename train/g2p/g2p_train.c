@@ -112,7 +112,7 @@ static int evaluate(void *ctx, double *row)
     trainer *t = ctx;
     g2p_tally st, ns;
     g2p_score_split(&t->dec, &t->set, G2P_VALID, t->map, t->r.tgt.n, &st, &ns,
-                    t->cfg.eval_words, NULL, NULL, NULL);
+                    t->cfg.eval_words, NULL, NULL, NULL, NULL);
     row[H_WER] = g2p_wer(&ns);
     row[H_PER] = g2p_per(&ns);
     row[H_WER_S] = g2p_wer(&st);

@@ -388,10 +388,12 @@ static double eval_memory(const g2p_models *ms, const g2p_models *rs, size_t bea
     return need;
 }
 
-/* One scoring pass (a beam width) of eval: the numbers into obj, the wrong words to f. */
-static void eval_pass(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
-                      const g2p_dict *dict, const g2p_set *s, int split, const int32_t *map,
-                      size_t beam, cJSON *obj, FILE *f)
+/* One scoring pass (a beam width) of eval: the numbers into obj, the wrong words to f.
+ * Returns SIZE_MAX, or (writing nothing) the dictionary index of the first word whose best
+ * answer has a score that is not finite. */
+static size_t eval_pass(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
+                        const g2p_dict *dict, const g2p_set *s, int split, const int32_t *map,
+                        size_t beam, cJSON *obj, FILE *f)
 {
     const g2p_run *r = &ms->run[0];
     g2p_decoder d;
@@ -409,8 +411,14 @@ static void eval_pass(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
         cli_die(CLI_EXIT_RUNTIME, "out of memory");
     g2p_tally st, ns;
     const double t0 = report_now();
+    size_t bad;
     const size_t n = g2p_score_split(&d, s, split, map, r->tgt.n, &st, &ns, SIZE_MAX, wrong,
-                                     hyp, hl);
+                                     hyp, hl, &bad);
+    if (bad != SIZE_MAX) {
+        UTIL_FREE_ALL(wrong, hyp, hl);
+        g2p_decoder_free(&d);
+        return split >= 0 ? s->word_idx[s->words_off[split] + bad] : s->word_idx[bad];
+    }
     const double secs = report_now() - t0;
     cJSON_AddNumberToObject(obj, "words", (double)n);
     cJSON_AddNumberToObject(obj, "wer", g2p_wer(&ns));
@@ -451,6 +459,7 @@ static void eval_pass(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
     free(hyp);
     free(hl);
     g2p_decoder_free(&d);
+    return SIZE_MAX;
 }
 
 /* eval's passes (greedy; with --beam, the beam's too) and its files in out: errors.txt (the
@@ -480,9 +489,9 @@ static void eval_write(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
                                            : split == G2P_VALID ? "validation"
                                                                 : "test");
     const size_t beam = cfg->beam;
-    eval_pass(ms, NULL, cfg, dict, s, split, map, 1, cJSON_AddObjectToObject(root, "greedy"),
-              beam == 1 ? f : NULL);
-    if (beam > 1) {
+    size_t bad = eval_pass(ms, NULL, cfg, dict, s, split, map, 1,
+                           cJSON_AddObjectToObject(root, "greedy"), beam == 1 ? f : NULL);
+    if (beam > 1 && bad == SIZE_MAX) {
         cJSON *b = cJSON_AddObjectToObject(root, "beam");
         cJSON_AddNumberToObject(b, "width", (double)beam);
         cJSON_AddNumberToObject(b, "alpha", cfg->alpha);
@@ -492,7 +501,14 @@ static void eval_write(g2p_models *ms, g2p_models *rs, const g2p_config *cfg,
                 cJSON_AddItemToArray(e, cJSON_CreateString(rs->path[i]));
             cJSON_AddNumberToObject(b, "rescore_weight", cfg->rescore_weight);
         }
-        eval_pass(ms, rs, cfg, dict, s, split, map, beam, b, f);
+        bad = eval_pass(ms, rs, cfg, dict, s, split, map, beam, b, f);
+    }
+    if (bad != SIZE_MAX) { /* a damaged model's garbage is not scored: nothing written */
+        fclose(f);
+        remove(tmp);
+        cJSON_Delete(root);
+        cli_die(CLI_EXIT_USAGE, "word '%s': the model's scores for it are not finite (its "
+                "weights overflow: a damaged model?); nothing written", dict->words[bad].text);
     }
     if (fclose(f) != 0 || rename(tmp, epath) != 0)
         cli_die(CLI_EXIT_RUNTIME, "cannot write %s", epath);
