@@ -344,6 +344,41 @@ static void g2p_pronounce_huge_word(void **state)
     assert_file_contains("h.out", "ABC  ");
 }
 
+/* The first 40 wrong words of an errors.txt (WORD  HYPOTHESIS  # REFERENCES), pronounced
+ * by `pronounce --no-lexicon ARGS` (the library's decoder, output under tag): each gets the
+ * hypothesis eval's decoder found for it. Returns the number of words compared. */
+static size_t errors_through_pronounce(const char *errors, const char *tag, const char *args)
+{
+    char *e = slurp(errors, NULL);
+    assert_non_null(e);
+    char words[4096] = "", want[16384] = "";
+    size_t nw = 0;
+    for (char *line = e; *line && nw < 40; nw++) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        char *sep = strstr(line, "  "), *hash = strstr(line, "  #");
+        assert_true(sep && hash && hash > sep);
+        *hash = '\0';
+        strncat(words, " \"", sizeof words - strlen(words) - 1); /* ' in words: quoted */
+        strncat(words, line, (size_t)(sep - line));
+        strncat(words, "\"", sizeof words - strlen(words) - 1);
+        strncat(want, line, sizeof want - strlen(want) - 1);
+        strncat(want, "\n", sizeof want - strlen(want) - 1);
+        line = nl + 1;
+    }
+    char cmd[8192], out[64];
+    snprintf(cmd, sizeof cmd, "pronounce --no-lexicon %s %s", args, words);
+    assert_int_equal(g2p(tag, cmd), 0);
+    snprintf(out, sizeof out, "%s.out", tag);
+    char *p = slurp(out, NULL);
+    assert_non_null(p);
+    assert_string_equal(p, want);
+    free(p);
+    free(e);
+    return nw;
+}
+
 /* eval writes eval.json and errors.txt; greedy and beam are both reported; --words
  * validation scores the validation words instead of the test words. */
 static void g2p_eval_files(void **state)
@@ -354,6 +389,26 @@ static void g2p_eval_files(void **state)
                               "--out run"), 0);
     assert_int_equal(g2p("e", "eval --model run/best.safetensors --beam 2 --out ev"), 0);
     assert_true(file_exists("ev/errors.txt"));
+    /* every word of a dictionary (--dict: words of all three splits), by the committed
+     * model (whose answers differ from word to word): each wrong word with its own
+     * hypothesis (they were paired with other words' hypotheses) */
+    char *all = slurp(MHA_SOURCE_DIR "/data/cmudict.dict", NULL);
+    assert_non_null(all);
+    char *sparse = malloc(strlen(all) + 1);
+    assert_non_null(sparse);
+    size_t line = 0, len = 0;
+    for (char *p = all, *nl; (nl = strchr(p, '\n')) != NULL; p = nl + 1)
+        if (line++ % 400 == 0) { /* 335 of CMUdict's lines */
+            memcpy(sparse + len, p, (size_t)(nl - p + 1));
+            len += (size_t)(nl - p + 1);
+        }
+    write_file("sparse.dict", sparse, len);
+    free(sparse);
+    free(all);
+    assert_int_equal(g2p("ed", "eval --model " MHA_SOURCE_DIR "/models/g2p-cmudict.safetensors "
+                               "--dict sparse.dict --out evd"), 0);
+    assert_true(errors_through_pronounce("evd/errors.txt", "pd", "--model " MHA_SOURCE_DIR
+                                         "/models/g2p-cmudict.safetensors") >= 30);
     char *js = slurp("ev/eval.json", NULL);
     assert_non_null(js);
     cJSON *root = cJSON_Parse(js);
@@ -978,34 +1033,9 @@ static void g2p_reverse_and_rescore(void **state)
     assert_file_contains("e3/eval.json", "\"rescore\"");
     assert_file_contains("e3/eval.json", "\"rescore_weight\"");
     /* eval's wrong words (their pronunciation by the program's decoder) through pronounce */
-    char *e3 = slurp("e3/errors.txt", NULL);
-    assert_non_null(e3);
-    char words[4096] = "", want[16384] = "";
-    size_t nw = 0;
-    for (char *line = e3; *line && nw < 40; nw++) {
-        char *nl = strchr(line, '\n');
-        assert_non_null(nl);
-        *nl = '\0';
-        char *sep = strstr(line, "  "), *hash = strstr(line, "  #");
-        assert_true(sep && hash && hash > sep);
-        *hash = '\0';
-        strncat(words, " \"", sizeof words - strlen(words) - 1); /* ' in words: quoted */
-        strncat(words, line, (size_t)(sep - line));
-        strncat(words, "\"", sizeof words - strlen(words) - 1);
-        strncat(want, line, sizeof want - strlen(want) - 1);
-        strncat(want, "\n", sizeof want - strlen(want) - 1);
-        line = nl + 1;
-    }
-    assert_true(nw >= 10);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "pronounce --no-lexicon --model a/best.safetensors --beam 3 "
-             "--rescore r/best.safetensors --rescore-weight 1 %s", words);
-    assert_int_equal(g2p("p3", cmd), 0);
-    char *p3 = slurp("p3.out", NULL);
-    assert_non_null(p3);
-    assert_string_equal(p3, want);
-    free(p3);
-    free(e3);
+    assert_true(errors_through_pronounce("e3/errors.txt", "p3", "--model a/best.safetensors "
+                                         "--beam 3 --rescore r/best.safetensors "
+                                         "--rescore-weight 1") >= 10);
 
     /* refusals */
     assert_int_equal(g2p("x1", "eval --model a/best.safetensors --rescore r/best.safetensors "

@@ -142,20 +142,11 @@ size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_
                        unsigned char *wrong, int32_t *hyp_tok, size_t *hyp_len,
                        size_t *nonfinite)
 {
-    size_t first = 0, count = 0;
-    const size_t *words = NULL;
-    size_t *all = NULL;
-    if (split >= 0) {
-        first = s->words_off[split];
-        count = s->words_off[split + 1] - first;
-        words = s->word_idx + first;
-    } else { /* every usable word */
-        all = xcalloc(s->n_words, sizeof *all);
-        for (size_t w = 0; w < s->n_words; w++)
-            if (s->usable[w])
-                all[count++] = w;
-        words = all;
-    }
+    /* the split's usable words, or every usable word (every split's, one split after the
+     * other): in word_idx's order, the order in which callers read wrong and hyp_* */
+    const size_t first = s->words_off[split >= 0 ? split : 0];
+    size_t count = s->words_off[split >= 0 ? split + 1 : G2P_NSPLIT] - first;
+    const size_t *words = s->word_idx + first;
     if (count > limit)
         count = limit;
     const size_t K = d->nbest, L = d->max_tgt;
@@ -179,7 +170,7 @@ size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_
         free(lp);
         free(score);
         if (*nonfinite != SIZE_MAX) {
-            UTIL_FREE_ALL(srcs, lens, tok, tlen, all);
+            UTIL_FREE_ALL(srcs, lens, tok, tlen);
             return 0;
         }
     }
@@ -214,6 +205,6 @@ size_t g2p_score_split(g2p_decoder *d, const g2p_set *s, int split, const int32_
     *stress = sc.stress;
     *nostress = sc.nostress;
     g2p_scorer_free(&sc);
-    UTIL_FREE_ALL(ref_off, srcs, lens, tok, tlen, all);
+    UTIL_FREE_ALL(ref_off, srcs, lens, tok, tlen);
     return count;
 }
