@@ -9,7 +9,8 @@
  *      (the module's x_query and x_context, a block's x and mem) — against central
  *      differences in float64, |a − n| <= 1e-7 + 1e-6·|n| (100× tighter than
  *      torch.autograd.gradcheck), every element compared (random ±1 directions for the
- *      module's larger shapes); dropout masks replayed by rewinding the call counter before
+ *      module's larger shapes; under CI's valgrind pass three per tensor in the other
+ *      rows: fd_directions); dropout masks replayed by rewinding the call counter before
  *      each evaluation. The loss is Σ R ⊙ y for the module and a block (R fixed and random:
  *      Σ y through a softmax would hide bugs), the model's own mean (label-smoothed)
  *      cross-entropy for a model, with unscored target positions (s2s_distill: with a
