@@ -25,7 +25,11 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$REPO/bench/common.sh"
 usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 2 ] || usage
-A=$(cd "$1" && pwd) B=$(cd "$2" && pwd)
+for d in "$1" "$2"; do
+  [ -d "$d" ] || { echo "ab.sh: $d is not a directory" >&2; exit 2; }
+done
+A=$(cd "$1" && pwd)
+B=$(cd "$2" && pwd)
 shift 2
 MODEL=gpt PRECISION=fp32 THREADS=2 PAIRS=10 STEPS=""
 while [ $# -gt 0 ]; do
