@@ -329,3 +329,56 @@ void assert_same_checkpoint(const char *a, const char *b)
     cJSON_Delete(m[0]);
     cJSON_Delete(m[1]);
 }
+
+/* See test_prog.h. */
+void rewrite_checkpoint(const char *src, const char *dst, int strip_crc, const char *swap_a,
+                        const char *swap_b, const char *name, const void *data, size_t bytes)
+{
+    char ps[512], pd[512], err[256];
+    snprintf(ps, sizeof ps, "%s/%s", tmpdir, src);
+    snprintf(pd, sizeof pd, "%s/%s", tmpdir, dst);
+    mha_st_file *f = NULL;
+    if (mha_st_load(ps, &f, err, sizeof err) != MHA_OK)
+        fail_msg("%s: %s", src, err);
+    const size_t n = mha_st_count(f), nm = mha_st_meta_count(f);
+    mha_st_tensor *t = calloc(n, sizeof *t);
+    const char **mk = calloc(nm + 1, sizeof *mk), **mv = calloc(nm + 1, sizeof *mv);
+    assert_non_null(t);
+    assert_non_null(mk);
+    assert_non_null(mv);
+    size_t ia = n, ib = n, in = n;
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(mha_st_tensor_at(f, i, &t[i]), MHA_OK);
+        if (swap_a && strcmp(t[i].name, swap_a) == 0)
+            ia = i;
+        if (swap_b && strcmp(t[i].name, swap_b) == 0)
+            ib = i;
+        if (name && strcmp(t[i].name, name) == 0) {
+            size_t numel = 1;
+            for (size_t d = 0; d < t[i].ndim; d++)
+                numel *= t[i].shape[d];
+            assert_int_equal(numel * mha_st_dtype_size(t[i].dtype), bytes);
+            t[i].data = data;
+            in = i;
+        }
+    }
+    assert_true(name == NULL || in < n);
+    if (swap_a) {
+        assert_true(ia < n && ib < n);
+        const void *d = t[ia].data;
+        t[ia].data = t[ib].data;
+        t[ib].data = d;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nm; i++) {
+        assert_int_equal(mha_st_meta_at(f, i, &mk[k], &mv[k]), MHA_OK);
+        if (!(strip_crc && (strncmp(mk[k], "crc32c.", 7) == 0 || strcmp(mk[k], "run_id") == 0)))
+            k++;
+    }
+    if (mha_st_save(pd, t, n, mk, mv, k, err, sizeof err) != MHA_OK)
+        fail_msg("cannot write %s: %s", dst, err);
+    free(t);
+    free(mk);
+    free(mv);
+    mha_st_free(f);
+}

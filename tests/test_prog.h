@@ -97,4 +97,12 @@ int same_checkpoint_tensors(const char *a, const char *b, char *why, size_t cap)
  * checksum of the metadata, which holds both). */
 void assert_same_checkpoint(const char *a, const char *b);
 
+/* Rewrite checkpoint src as dst (relative to tmpdir) with mha_st_save: every tensor and
+ * metadata pair as they are, except: strip_crc drops the crc32c.* keys and run_id (a file
+ * from before checksums, or a damaged one without them), swap_a / swap_b (names, NULL:
+ * none) exchange their data, and tensor `name` (NULL: none; it must exist) gets `data`,
+ * which must be its size: `bytes`. */
+void rewrite_checkpoint(const char *src, const char *dst, int strip_crc, const char *swap_a,
+                        const char *swap_b, const char *name, const void *data, size_t bytes);
+
 #endif

@@ -713,57 +713,6 @@ static void rundir_g2p_stale_temporaries(void **state)
 
 /* ---- checksums and the state of a checkpoint ------------------------------------------- */
 
-/* Rewrite checkpoint src as dst (relative to tmpdir) with mha_st_save: every tensor and
- * metadata pair as they are, except: strip_crc drops the crc32c.* keys (a file from
- * before checksums), swap_a / swap_b (names, NULL: none) exchange their data, and the
- * scalar F64 or U64 tensor `name` (NULL: none) gets the 8 bytes at val8. */
-static void rewrite(const char *src, const char *dst, int strip_crc, const char *swap_a,
-                    const char *swap_b, const char *name, const void *val8)
-{
-    char ps[512], pd[512], err[256];
-    snprintf(ps, sizeof ps, "%s/%s", tmpdir, src);
-    snprintf(pd, sizeof pd, "%s/%s", tmpdir, dst);
-    mha_st_file *f = NULL;
-    if (mha_st_load(ps, &f, err, sizeof err) != MHA_OK)
-        fail_msg("%s: %s", src, err);
-    const size_t n = mha_st_count(f), nm = mha_st_meta_count(f);
-    mha_st_tensor *t = calloc(n, sizeof *t);
-    const char **mk = calloc(nm + 1, sizeof *mk), **mv = calloc(nm + 1, sizeof *mv);
-    assert_non_null(t);
-    assert_non_null(mk);
-    assert_non_null(mv);
-    size_t ia = n, ib = n;
-    for (size_t i = 0; i < n; i++) {
-        assert_int_equal(mha_st_tensor_at(f, i, &t[i]), MHA_OK);
-        if (swap_a && strcmp(t[i].name, swap_a) == 0)
-            ia = i;
-        if (swap_b && strcmp(t[i].name, swap_b) == 0)
-            ib = i;
-        if (name && strcmp(t[i].name, name) == 0) {
-            assert_true(t[i].ndim == 0 && mha_st_dtype_size(t[i].dtype) == 8);
-            t[i].data = val8;
-        }
-    }
-    if (swap_a) {
-        assert_true(ia < n && ib < n);
-        const void *d = t[ia].data;
-        t[ia].data = t[ib].data;
-        t[ib].data = d;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < nm; i++) {
-        assert_int_equal(mha_st_meta_at(f, i, &mk[k], &mv[k]), MHA_OK);
-        if (!(strip_crc && (strncmp(mk[k], "crc32c.", 7) == 0 || strcmp(mk[k], "run_id") == 0)))
-            k++;
-    }
-    if (mha_st_save(pd, t, n, mk, mv, k, err, sizeof err) != MHA_OK)
-        fail_msg("cannot write %s: %s", dst, err);
-    free(t);
-    free(mk);
-    free(mv);
-    mha_st_free(f);
-}
-
 /* Checkpoint "s": sample from it must exit 2 with `needle` on stderr, and --resume too. */
 static void assert_refused(const char *ck, const char *needle)
 {
@@ -824,8 +773,8 @@ static void rundir_checksums_refuse_corruption(void **state)
     free(b);
     assert_refused("voc.safetensors", "metadata");
     /* two tensors of the same shape exchanged */
-    rewrite("a/checkpoint.safetensors", "swap.safetensors", 0, "blocks.0.attn.w_q.weight",
-            "blocks.0.attn.w_k.weight", NULL, NULL);
+    rewrite_checkpoint("a/checkpoint.safetensors", "swap.safetensors", 0,
+                       "blocks.0.attn.w_q.weight", "blocks.0.attn.w_k.weight", NULL, NULL, 0);
     assert_refused("swap.safetensors", "blocks.0.attn.w_");
     /* the checkpoint itself is fine */
     assert_int_equal(gpt("ok", "sample --checkpoint a/checkpoint.safetensors --chars 5"), 0);
@@ -845,7 +794,8 @@ static void rundir_checkpoint_state_checked(void **state)
     char dir[512];
     snprintf(dir, sizeof dir, "%s/old", tmpdir);
     assert_int_equal(mkdir(dir, 0777), 0);
-    rewrite("a/checkpoint.safetensors", "old/checkpoint.safetensors", 1, NULL, NULL, NULL, NULL);
+    rewrite_checkpoint("a/checkpoint.safetensors", "old/checkpoint.safetensors", 1,
+                       NULL, NULL, NULL, NULL, 0);
     assert_int_equal(gpt("s", "sample --checkpoint old/checkpoint.safetensors --chars 5"), 0);
     assert_file_contains("s.err", "old/checkpoint.safetensors has no checksums");
     assert_int_equal(gpt("r", "train --resume old/checkpoint.safetensors --steps 15"), 0);
@@ -853,22 +803,26 @@ static void rundir_checkpoint_state_checked(void **state)
     assert_file_contains("r.err", "has no checksums");
     const double bad[] = {-INFINITY, NAN, -1.0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        rewrite("a/checkpoint.safetensors", "bad.safetensors", 1, NULL, NULL, "best.val_loss",
-                &bad[i]);
+        rewrite_checkpoint("a/checkpoint.safetensors", "bad.safetensors", 1, NULL, NULL,
+                           "best.val_loss", &bad[i], 8);
         assert_refused("bad.safetensors", "best.val_loss");
     }
     /* +inf is the "no evaluation yet" sentinel: not with a best step */
     const double inf = INFINITY;
-    rewrite("a/checkpoint.safetensors", "inf.safetensors", 1, NULL, NULL, "best.val_loss", &inf);
+    rewrite_checkpoint("a/checkpoint.safetensors", "inf.safetensors", 1,
+                       NULL, NULL, "best.val_loss", &inf, 8);
     assert_refused("inf.safetensors", "best.val_loss");
     /* steps outside the run: train.step past the --steps it was made with (10), and
      * best.step past train.step */
     const uint64_t past = 11, zero = 0;
-    rewrite("a/checkpoint.safetensors", "past.safetensors", 1, NULL, NULL, "train.step", &past);
+    rewrite_checkpoint("a/checkpoint.safetensors", "past.safetensors", 1,
+                       NULL, NULL, "train.step", &past, 8);
     assert_refused("past.safetensors", "train.step");
-    rewrite("a/checkpoint.safetensors", "best.safetensors", 1, NULL, NULL, "best.step", &past);
+    rewrite_checkpoint("a/checkpoint.safetensors", "best.safetensors", 1,
+                       NULL, NULL, "best.step", &past, 8);
     assert_refused("best.safetensors", "best.step");
-    rewrite("a/checkpoint.safetensors", "zero.safetensors", 1, NULL, NULL, "best.step", &zero);
+    rewrite_checkpoint("a/checkpoint.safetensors", "zero.safetensors", 1,
+                       NULL, NULL, "best.step", &zero, 8);
     assert_refused("zero.safetensors", "best.val_loss"); /* a finite best loss at step 0 */
 }
 
@@ -898,11 +852,13 @@ static void rundir_g2p_checksums(void **state)
     assert_file_contains("r.err", "does not match its checksum");
     /* a bad training state (in a file without checksums): refused by pronounce and eval */
     const double minf = -INFINITY;
-    rewrite("a/best.safetensors", "wer.safetensors", 1, NULL, NULL, "best.val_wer", &minf);
+    rewrite_checkpoint("a/best.safetensors", "wer.safetensors", 1,
+                       NULL, NULL, "best.val_wer", &minf, 8);
     assert_int_equal(g2p("w", "pronounce --model wer.safetensors HELLO"), 2);
     assert_file_contains("w.err", "best.val_wer");
     const uint64_t past = 11;
-    rewrite("a/best.safetensors", "step.safetensors", 1, NULL, NULL, "train.step", &past);
+    rewrite_checkpoint("a/best.safetensors", "step.safetensors", 1,
+                       NULL, NULL, "train.step", &past, 8);
     assert_int_equal(g2p("e", "eval --model step.safetensors --out ev"), 2);
     assert_file_contains("e.err", "train.step 11 is past the --steps 10");
     assert_int_equal(g2p("m", "pronounce --model " MHA_SOURCE_DIR
@@ -913,12 +869,13 @@ static void rundir_g2p_checksums(void **state)
     assert_non_null(merr);
     assert_null(strstr(merr, "no checksums"));
     free(merr);
-    rewrite("a/best.safetensors", "old.safetensors", 1, NULL, NULL, NULL, NULL);
+    rewrite_checkpoint("a/best.safetensors", "old.safetensors", 1, NULL, NULL, NULL, NULL, 0);
     assert_int_equal(g2p("o1", "pronounce --model old.safetensors HELLO"), 0);
     assert_file_contains("o1.err", "has no checksums");
     assert_int_equal(g2p("o2", "eval --model old.safetensors --out ev2"), 0);
     assert_file_contains("o2.err", "old.safetensors has no checksums");
-    rewrite("a/checkpoint.safetensors", "oldck.safetensors", 1, NULL, NULL, NULL, NULL);
+    rewrite_checkpoint("a/checkpoint.safetensors", "oldck.safetensors", 1,
+                       NULL, NULL, NULL, NULL, 0);
     assert_int_equal(g2p("o3", "train --resume oldck.safetensors --steps 11 --out o3"), 0);
     assert_file_contains("o3.err", "oldck.safetensors has no checksums");
     assert_file_contains("m.out", "HELLO");
