@@ -404,10 +404,21 @@ static void transpose_b(size_t N, size_t K, const REAL *B, size_t ldb, REAL *wor
  * So, with libxsmm:
  *   NN: libxsmm (fastest or within noise everywhere).
  *   NT: BLAS below NT_MIN_ROWS rows (the transpose of B is not amortised: generation);
- *       libxsmm while N <= 1024; beyond, BLAS. (The stored attention's Q·Kᵀ is no longer
- *       NT: K is transposed once per head.)
- *   TN: the own kernel below 4096 multiply-adds; libxsmm when K >= 256 and M <= 1024
- *       (every weight gradient of the models); BLAS otherwise.
+ *       libxsmm otherwise. (The stored attention's Q·Kᵀ is no longer NT: K is transposed
+ *       once per head.)
+ *   TN: the own kernel below 4096 multiply-adds; libxsmm otherwise.
+ *   Until 2026-12-07 NT went to BLAS beyond N = 1024 and TN below K = 256 or beyond
+ *   M = 1024, where BLAS had been level with libxsmm or up to 16% ahead (the 2048-key heads
+ *   on the AMD EPYC below; TN 64×64×20 on the Xeon above). Two measurements moved them to
+ *   libxsmm. (1) With the OpenMP OpenBLAS at 2 threads a product's bits depend on its thread
+ *   count (cblas_sgemm TN 64×32×K, beta = 1: most K from 129 on differ between 1 and 2
+ *   threads; every transposition, every coretype tried), while the row split of libxsmm's
+ *   products never changes a bit: a G2P float32 run of 40-word batches (encoder weight
+ *   gradients of K < 256 tokens) left its 1-thread trajectory at step 6. (2) On a 2-core
+ *   Xeon of model 207 (Emerald Rapids; AVX-512 without AVX512_BF16 in the VM) OpenBLAS
+ *   0.3.21 does not know the CPU and runs its Prescott (SSE3) kernels: 20–34 GFLOP/s at
+ *   every shape of `mha-gemm-calib`, libxsmm 110–190 (e.g. TN 2048×64×64: 32 vs 157,
+ *   NT 64×2048×64: 31 vs 109).
  *   Until the library ran on its own threads (src/pool.h) the NT and TN bounds were
  *   N <= 256 and M <= 128, from the Xeon's table: libxsmm level with BLAS at 768×512×128
  *   NT (140 vs 148) and behind it at 512×128×768 TN (80 vs 122). Now every product that
@@ -464,12 +475,9 @@ static mha__gemm_backend gemm_choose(int threads, int ta, int tb, size_t M, size
         if (!ta && !tb)
             return MHA__GEMM_XSMM;
         if (!ta && tb) /* few rows (generation: M = 1) cannot pay for transposing B */
-            return (N <= 1024 && M >= NT_MIN_ROWS) || !blas ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
-        if (ta && !tb) {
-            if (work < 4096)
-                return MHA__GEMM_OWN;
-            return (K >= 256 && M <= 1024) || !blas ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
-        }
+            return M >= NT_MIN_ROWS || !blas ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
+        if (ta && !tb)
+            return work < 4096 ? MHA__GEMM_OWN : MHA__GEMM_XSMM;
         return blas ? MHA__GEMM_BLAS : MHA__GEMM_OWN;
     }
     return blas && work >= 16384 ? MHA__GEMM_BLAS : MHA__GEMM_OWN;

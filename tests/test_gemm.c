@@ -242,9 +242,8 @@ static void gemm_choice_few_rows(void **state)
 }
 
 /* The backend rule as written above gemm_choose (src/gemm_core.c), outside parallel
- * loops (threads 1): with libxsmm — NN libxsmm; NT BLAS below 16 rows, libxsmm while
- * N <= 1024, BLAS beyond; TN the own kernel below 4096 multiply-adds, libxsmm for K >= 256
- * and M <= 1024, BLAS otherwise; TT BLAS —, without it BLAS from 16384 multiply-adds and the
+ * loops (threads 1): with libxsmm — NN libxsmm; NT BLAS below 16 rows, libxsmm from 16;
+ * TN the own kernel below 4096 multiply-adds, libxsmm from it; TT BLAS —, without it BLAS from 16384 multiply-adds and the
  * own kernel below. Never the reference (a test oracle, not a backend), in either
  * precision. Inside a parallel loop (threads 0) never the OpenMP or the sequential
  * OpenBLAS (only the pthreads build may be called there). */
@@ -267,11 +266,9 @@ static void gemm_choice_follows_the_rule(void **state)
             else if (!ta && !tb)
                 want = MHA__GEMM_XSMM;
             else if (!ta)
-                want = M >= 16 && N <= 1024 ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
+                want = M >= 16 ? MHA__GEMM_XSMM : MHA__GEMM_BLAS;
             else if (!tb)
-                want = work < 4096                 ? MHA__GEMM_OWN
-                       : K >= 256 && M <= 1024 ? MHA__GEMM_XSMM
-                                               : MHA__GEMM_BLAS;
+                want = work < 4096 ? MHA__GEMM_OWN : MHA__GEMM_XSMM;
             else
                 want = MHA__GEMM_BLAS;
             const mha__gemm_backend fs = mha__sgemm_choice(1, ta, tb, M, N, K, 1, 0);
