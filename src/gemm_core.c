@@ -122,7 +122,7 @@ static inline __attribute__((always_inline)) void gemm_rows(const int R, size_t 
         }
 }
 
-__attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+MHA_CLONES
 void PRIV(gemm_small)(int ta, int tb, size_t M, size_t N, size_t K, REAL alpha, const REAL *A,
                       size_t lda, const REAL *B, size_t ldb, REAL beta, REAL *C, size_t ldc,
                       REAL *work)
@@ -205,7 +205,7 @@ static XSMM_FN xsmm_kernel(libxsmm_blasint m, libxsmm_blasint n, libxsmm_blasint
 
 /* C[i, :] += V[i·ldv + :] for rows i < M (ldv = 0: the one row V added to every row, a
  * bias). An addition only, so every clone rounds alike. */
-__attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+MHA_CLONES
 static void add_rows(size_t M, size_t N, const REAL *V, size_t ldv, REAL *C, size_t ldc)
 {
     for (size_t i = 0; i < M; i++) {
@@ -287,12 +287,19 @@ static int gemm_xsmm(int ta, size_t M, size_t N, size_t K, REAL alpha, const REA
  * op(B) = Bᵀ before the OWN and XSMM backends, and by callers that keep a transposed
  * copy (src/gemm.h).
  * ------------------------------------------------------------------------- */
-typedef int vmask8 __attribute__((vector_size(32)));
-typedef long long vmask4 __attribute__((vector_size(32)));
 typedef float vf8 __attribute__((vector_size(32)));
 typedef double vd4 __attribute__((vector_size(32)));
+/* __builtin_shufflevector: clang's, and GCC's from version 12; older GCC has only its own
+ * __builtin_shuffle, with the indices as a vector */
+#if defined(__clang__) || __GNUC__ >= 12
+#define SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#define SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int vmask8 __attribute__((vector_size(32)));
+typedef long long vmask4 __attribute__((vector_size(32)));
 #define SHUF8(a, b, ...) __builtin_shuffle(a, b, (vmask8){__VA_ARGS__})
 #define SHUF4(a, b, ...) __builtin_shuffle(a, b, (vmask4){__VA_ARGS__})
+#endif
 
 /* out[p, j] = in[j, p] for one 8×8 tile of floats */
 static inline __attribute__((always_inline)) void tile_transpose_f32(const float *in, size_t ldi,
@@ -342,7 +349,7 @@ static inline __attribute__((always_inline)) void tile_transpose_f64(const doubl
 /* out [cols, rows] (row stride ldo) = inᵀ, in [rows, cols] (row stride ldi): whole
  * tiles first, then the edges (columns c >= cv of every row, rows r >= rv of the
  * columns c < cv) element by element. */
-__attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+MHA_CLONES
 void PRIV(transpose)(size_t rows, size_t cols, const REAL *in, size_t ldi, REAL *out, size_t ldo)
 {
     const size_t rv = rows - rows % VLEN, cv = cols - cols % VLEN;

@@ -82,12 +82,7 @@ static int par_threads(size_t work)
 /* Fixed row blocks of the cross-entropy sum: the partition depends on N only. */
 #define XENT_BLOCKS 64
 
-/* Element loops compiled for several instruction sets, picked at load time. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define LAYERS_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define LAYERS_CLONES
-#endif
+/* Element loops are compiled for several instruction sets (MHA_CLONES, mha_internal.h). */
 /* Dropout's masks drawn on AVX-512 where the CPU has it (layers_dropout.inc). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DROP_AVX512 1
@@ -128,7 +123,7 @@ static int blas_ok(size_t a, size_t b, size_t c)
 /* out[c] += Σ_r A[r, c]   A [N, C], out [C]
  * Each column summed in double over r = 0..N−1 in order, then added once. */
 /* Columns c0 .. c0+COL_BLOCK−1 of colsum_add. */
-LAYERS_CLONES static void X(colsum_block_)(size_t N, size_t C, size_t c0, const REAL *A, REAL *out)
+MHA_CLONES static void X(colsum_block_)(size_t N, size_t C, size_t c0, const REAL *A, REAL *out)
 {
     const size_t w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
     double acc[COL_BLOCK] = {0};
@@ -170,7 +165,7 @@ static void colsum_add(size_t N, size_t C, const REAL *A, REAL *out)
  * float an inline tanh (mha__tanhf above, within 2e-7 of the double one)
  * that the element loops below can vectorise — libm's tanh, called per element,
  * was nearly half of a GPT training step. The loops are compiled for x86-64, -v3 and
- * -v4 (LAYERS_CLONES); multiply-adds are never fused (ISO C), so every clone
+ * -v4 (MHA_CLONES); multiply-adds are never fused (ISO C), so every clone
  * computes the same bits.
  * ========================================================================= */
 
@@ -198,14 +193,14 @@ static inline REAL gelu_grad_of(REAL x) { return gelu_grad_from(x, gelu_tanh_of(
 
 /* The element loops, on spans of GELU_SPAN elements (a task takes whole spans). */
 #define GELU_SPAN 4096
-LAYERS_CLONES static void X(gelu_span_fwd_)(size_t n, const REAL *x, REAL *y)
+MHA_CLONES static void X(gelu_span_fwd_)(size_t n, const REAL *x, REAL *y)
 {
     for (size_t i = 0; i < n; i++)
         y[i] = gelu_of(x[i]);
 }
 /* y = gelu(x), and x := gelu'(x) in place (the bits gelu_of and gelu_grad_of give), from
  * one tanh: for a backward that then only multiplies (mode 2 below) */
-LAYERS_CLONES static void X(gelu_span_fwd_keep_)(size_t n, REAL *x, REAL *y)
+MHA_CLONES static void X(gelu_span_fwd_keep_)(size_t n, REAL *x, REAL *y)
 {
     for (size_t i = 0; i < n; i++) {
         const REAL h = x[i], t = gelu_tanh_of(h);
@@ -215,7 +210,7 @@ LAYERS_CLONES static void X(gelu_span_fwd_keep_)(size_t n, REAL *x, REAL *y)
 }
 /* mode 0: dx += dy ⊙ gelu'(x);  mode 1: dx = dx ⊙ gelu'(x) (in place, dy unused);
  * mode 2: dx = dx ⊙ x, x holding gelu' already (the forward's keep) */
-LAYERS_CLONES static void X(gelu_span_bwd_)(size_t n, const REAL *x, const REAL *dy, REAL *dx,
+MHA_CLONES static void X(gelu_span_bwd_)(size_t n, const REAL *x, const REAL *dy, REAL *dx,
                                             int in_place)
 {
     if (in_place == 2)

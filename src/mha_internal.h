@@ -9,6 +9,19 @@
 
 #include "mha.h"
 
+/* ---- Functions built for several instruction sets ------------------------------
+ * MHA_CLONES before a function: GCC compiles it for x86-64, x86-64-v3 (AVX2 + FMA) and
+ * x86-64-v4 (AVX-512) and the loader picks one for the CPU (target_clones). Not with clang:
+ * clang 14 gives a static clone's resolver a global name (two units defining one clash at
+ * link time) and names an external clone's resolver `name.ifunc`, leaving calls from other
+ * files unresolved; a clang build compiles these functions once, for the baseline. Each
+ * use says why its clones compute the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MHA_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define MHA_CLONES
+#endif
+
 /* ---- Dropout stream (README, "Dropout stream") ------------------------------
  * Weight (b, h, i, j) of training call n is decided by the output at position
  *   n·2^MHA_DROPOUT_CALL_SHIFT + ((b·H + h)·Sq + i)·Sk + j

@@ -225,19 +225,14 @@ int mha_optim_add_segments(X(optimizer) *o, const char *name, REAL *params, REAL
 
 /* The optimizer's loops run once per step over every parameter: the element-wise
  * ones are compiled for x86-64, x86-64-v3 (AVX2) and x86-64-v4 (AVX-512) and picked at
- * load time. In ISO C mode multiply-adds are not fused, so every clone computes the
- * same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define OPTIM_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define OPTIM_CLONES
-#endif
+ * load time (MHA_CLONES, mha_internal.h). In ISO C mode multiply-adds are not fused, so
+ * every clone computes the same bits. */
 
 /* Σ_i g[i]² in double over 8 interleaved partial sums (added in a fixed order at the
  * end), so the loop vectorises and the result does not depend on the machine. */
 typedef REAL vr8 __attribute__((vector_size(8 * sizeof(REAL)), aligned(sizeof(REAL))));
 typedef double vd8 __attribute__((vector_size(64)));
-OPTIM_CLONES static double sumsq8(const REAL *g, size_t n)
+MHA_CLONES static double sumsq8(const REAL *g, size_t n)
 {
     double acc[8];
     vd8 va = {0}; /* lane k is acc[k]: an explicit vector, the same sums at full width */
@@ -323,7 +318,7 @@ int mha_optim_clip_grad_norm(X(optimizer) *o, double max_norm, double *norm)
 /* 0 if any g[i] is NaN or ±∞: g − g is 0 for finite g and NaN otherwise, and a NaN
  * survives the (vectorised) sum. */
 typedef REAL vr16 __attribute__((vector_size(16 * sizeof(REAL)), aligned(sizeof(REAL))));
-OPTIM_CLONES static int finite_all(const REAL *g, size_t n)
+MHA_CLONES static int finite_all(const REAL *g, size_t n)
 {
     vr16 acc = {0}; /* an explicit vector: GCC left the loop of eight scalars unvectorised */
     size_t i = 0;
@@ -360,7 +355,7 @@ static int grads_finite(const X(optimizer) *o)
 
 /* SGD on one group (header formulas):
  *   g ← g + wd·p;  if momentum ≠ 0: m ← momentum·m + g, g ← m;  p ← p − lr·g */
-OPTIM_CLONES static void sgd_span(const optim_group *grp, size_t i0, size_t i1, double lr,
+MHA_CLONES static void sgd_span(const optim_group *grp, size_t i0, size_t i1, double lr,
                                   double momentum, double wd)
 {
     REAL *p = grp->params, *m = grp->m;
@@ -380,7 +375,7 @@ OPTIM_CLONES static void sgd_span(const optim_group *grp, size_t i0, size_t i1, 
  *   step_size = lr / (1 − β1^t),  bc2_sqrt = √(1 − β2^t),
  *   coupled_wd: g ← g + wd·p (Adam);  decay = 1 − lr·wd multiplies p first (AdamW; 1 for Adam)
  *   m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  p ← p·decay − step_size · m / (√v/bc2_sqrt + eps) */
-OPTIM_CLONES static void adam_span(const optim_group *grp, size_t i0, size_t i1, double b1,
+MHA_CLONES static void adam_span(const optim_group *grp, size_t i0, size_t i1, double b1,
                                    double b2, double eps, double coupled_wd, double decay,
                                    double step_size, double bc2_sqrt)
 {
