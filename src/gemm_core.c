@@ -229,13 +229,27 @@ void PRIV(gemm_scale)(size_t M, size_t N, REAL s, REAL *C, size_t ldc)
     }
 }
 
+/* B's panel (K × N) above which a libxsmm product takes K in slices of XSMM_KB: libxsmm's
+ * kernels have no blocking over K, so each block of C's rows streams the whole of B, which
+ * beyond the core's cache comes from memory again for every block. Measured (one thread,
+ * best of 40, float, the two sides in one run; 2-core Xeon, model 207, 2 MB of L2 per core):
+ * a weight gradient dyᵀ·x of 192×640×1280 (G2P's MLP W2: B 3.3 MB) ran at 65 GFLOP/s
+ * whole and 134 in slices of 256 (128: 134, 384: 134, 512: 131), the GPT's 128×512×768
+ * (B 1.5 MB) at 84 and 125; below the bound slices gained nothing or lost (192×192×1280,
+ * B 0.98 MB: 174 whole, 165 sliced; 512×128×768: 136, 122). */
+#define XSMM_PANEL_BYTES (1u << 20)
+#define XSMM_KB 256
+
 /* C = alpha·op(A)·B + beta·C on libxsmm (B not transposed). The kernel always has
  * alpha = 1, beta = 0 (libxsmm's JIT takes alpha = 1 and beta ∈ {0, 1} only); alpha and
  * beta are applied after, as every backend does: the product is rounded first, then
  *     C = alpha·T + beta·C,   T = op(A)·B
  * so that an accumulating call (beta = 1) adds exactly the product a beta = 0 call
  * writes. t: scratch [M, N] for T when beta ≠ 0 (unused when beta = 0: T is C itself).
- * Returns 0, or -1 without touching C: not built with libxsmm, or the dispatch failed. */
+ * T is written by one kernel, or, for a panel of B over XSMM_PANEL_BYTES, by one per slice
+ * of XSMM_KB rows of K (the first writes T, the others add to it): slices fixed by K alone,
+ * so every row block of a split product sums alike.
+ * Returns 0, or -1 without touching C: not built with libxsmm, or a dispatch failed. */
 static int gemm_xsmm(int ta, size_t M, size_t N, size_t K, REAL alpha, const REAL *A,
                      size_t lda, const REAL *B, size_t ldb, REAL beta, REAL *C, size_t ldc,
                      REAL *t)
@@ -243,16 +257,26 @@ static int gemm_xsmm(int ta, size_t M, size_t N, size_t K, REAL alpha, const REA
 #ifdef MHA_HAVE_LIBXSMM
     if (!mha__gemm_have_xsmm())
         return -1;
-    const int flags = (ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | LIBXSMM_GEMM_FLAG_BETA_0;
+    const int trans = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0;
     REAL *T = beta == 0 ? C : t;
     const size_t ldt = beta == 0 ? ldc : N;
-    /* Tᵀ = Bᵀ·op(A)ᵀ   (N,M) = (N,K)(K,M), column-major (T row-major [M,N]) */
-    XSMM_FN fn = xsmm_kernel((libxsmm_blasint)N, (libxsmm_blasint)M, (libxsmm_blasint)K,
-                             (libxsmm_blasint)ldb, (libxsmm_blasint)lda, (libxsmm_blasint)ldt,
-                             flags);
-    if (fn == NULL)
+    const size_t kb = (double)K * N * sizeof(REAL) > XSMM_PANEL_BYTES ? XSMM_KB : K;
+    const size_t k_last = K - (K - 1) / kb * kb; /* rows of K in the last slice */
+    /* Tᵀ = Bᵀ·op(A)ᵀ   (N,M) = (N,K)(K,M), column-major (T row-major [M,N]); all kernels
+     * dispatched before any runs */
+#define XSMM_GET(k, fl)                                                                        \
+    xsmm_kernel((libxsmm_blasint)N, (libxsmm_blasint)M, (libxsmm_blasint)(k),                 \
+                (libxsmm_blasint)ldb, (libxsmm_blasint)lda, (libxsmm_blasint)ldt, trans | (fl))
+    XSMM_FN first = XSMM_GET(K < kb ? K : kb, LIBXSMM_GEMM_FLAG_BETA_0);
+    XSMM_FN mid = K > 2 * kb ? XSMM_GET(kb, 0) : NULL;
+    XSMM_FN last = K > kb ? XSMM_GET(k_last, 0) : NULL;
+#undef XSMM_GET
+    if (first == NULL || (K > 2 * kb && mid == NULL) || (K > kb && last == NULL))
         return -1;
-    fn(B, A, T);
+    for (size_t k0 = 0; k0 < K; k0 += kb) {
+        XSMM_FN fn = k0 == 0 ? first : k0 + kb < K ? mid : last;
+        fn(B + k0 * ldb, ta ? A + k0 * lda : A + k0, T);
+    }
     mha__xsmm_after_kernel();
     if (beta == 0) {
         if (alpha != 1)
@@ -503,3 +527,5 @@ mha__gemm_backend PRIV(gemm_choice)(int threads, int ta, int tb, size_t M, size_
 #ifdef MHA_HAVE_LIBXSMM
 #undef XSMM_CACHE
 #endif
+#undef XSMM_PANEL_BYTES
+#undef XSMM_KB

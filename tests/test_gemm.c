@@ -370,6 +370,105 @@ static void gemm_split_partial_vector_bits(void **state)
             }
 }
 
+/* libxsmm's products whose panel of B (K × N) is over 1 MiB take K in slices of 256
+ * (src/gemm_core.c, XSMM_PANEL_BYTES): K of one slice and a little (420: 256 + 164), of a
+ * last slice of one row (513) and of whole slices (1280) at N = 640 in float, K = 300 at
+ * N = 600 in double; NN, NT and TN. Each against the float64 product within the bound of
+ * any order of summation (γ_K·Σ|a||b|), beta = 1 adding exactly what beta = 0 writes, and
+ * through the entry point the same bits on 1, 2 and 3 threads. Skipped, saying so, in a
+ * build without libxsmm. */
+static void gemm_xsmm_k_slices(void **state)
+{
+    (void)state;
+    if (!mha__gemm_have_xsmm()) {
+        print_message("[  SKIP    ] no libxsmm in this build\n");
+        skip();
+    }
+    const size_t Ks[] = {420, 513, 1280, 300}, M = 30;
+    for (size_t c = 0; c < sizeof Ks / sizeof Ks[0]; c++)
+        for (int tr = 0; tr < 3; tr++) {
+            const int dbl = c == 3, ta = tr == 2, tb = tr == 1;
+            const size_t K = Ks[c], N = dbl ? 600 : 640, lda = ta ? M : K, ldb = tb ? K : N;
+            double *A = malloc(M * K * sizeof *A), *B = malloc(K * N * sizeof *B);
+            double *R = malloc(M * N * sizeof *R), *S = malloc(M * N * sizeof *S);
+            double *C0 = malloc(M * N * sizeof *C0), *C1 = malloc(M * N * sizeof *C1);
+            double *C2 = malloc(M * N * sizeof *C2);
+            float *Af = malloc(M * K * sizeof *Af), *Bf = malloc(K * N * sizeof *Bf);
+            float *F0 = malloc(M * N * sizeof *F0), *F1 = malloc(M * N * sizeof *F1);
+            float *F2 = malloc(M * N * sizeof *F2);
+            assert_true(A && B && R && S && C0 && C1 && C2 && Af && Bf && F0 && F1 && F2);
+            fill_uniform(A, M * K, -1, 1, 600 + c);
+            fill_uniform(B, K * N, -1, 1, 610 + c);
+            for (size_t i = 0; i < M * K; i++)
+                A[i] = Af[i] = (float)A[i]; /* the same values in both precisions */
+            for (size_t i = 0; i < K * N; i++)
+                B[i] = Bf[i] = (float)B[i];
+            for (size_t i = 0; i < M; i++) /* R = op(A)·op(B) in double, S = Σ|a||b| */
+                for (size_t j = 0; j < N; j++) {
+                    double r = 0, a = 0;
+                    for (size_t p = 0; p < K; p++) {
+                        const double x = ta ? A[p * lda + i] : A[i * lda + p];
+                        const double y = tb ? B[j * ldb + p] : B[p * ldb + j];
+                        r += x * y;
+                        a += fabs(x * y);
+                    }
+                    R[i * N + j] = r;
+                    S[i * N + j] = a;
+                }
+            const double eps = dbl ? DBL_EPSILON : FLT_EPSILON, gamma = 1.01 * K * eps;
+            fill_uniform(C1, M * N, -1, 1, 620 + c);
+            for (size_t i = 0; i < M * N; i++)
+                F1[i] = (float)C1[i];
+            memcpy(C2, C1, M * N * sizeof *C1);
+            memcpy(F2, F1, M * N * sizeof *F1);
+            if (dbl) { /* C0 = P; C1 = old + P exactly as old + C0; C2 the entry point */
+                assert_int_equal(mha__dgemm_with(MHA__GEMM_XSMM, ta, tb, M, N, K, 1, A, lda, B,
+                                                 ldb, 0, C0, N), 0);
+                for (size_t i = 0; i < M * N; i++)
+                    C2[i] = C1[i] + C0[i];
+                assert_int_equal(mha__dgemm_with(MHA__GEMM_XSMM, ta, tb, M, N, K, 1, A, lda, B,
+                                                 ldb, 1, C1, N), 0);
+                assert_memory_equal(C1, C2, M * N * sizeof *C1);
+                for (size_t i = 0; i < M * N; i++)
+                    assert_true(fabs(C0[i] - R[i]) <= gamma * S[i]);
+            } else {
+                assert_int_equal(mha__sgemm_with(MHA__GEMM_XSMM, ta, tb, M, N, K, 1, Af, lda,
+                                                 Bf, ldb, 0, F0, N), 0);
+                for (size_t i = 0; i < M * N; i++)
+                    F2[i] = F1[i] + F0[i];
+                assert_int_equal(mha__sgemm_with(MHA__GEMM_XSMM, ta, tb, M, N, K, 1, Af, lda,
+                                                 Bf, ldb, 1, F1, N), 0);
+                assert_memory_equal(F1, F2, M * N * sizeof *F1);
+                for (size_t i = 0; i < M * N; i++)
+                    assert_true(fabs((double)F0[i] - R[i]) <= gamma * S[i]);
+            }
+            for (int threads = 1; threads <= 3; threads++) { /* the rule's pick, split */
+                if (dbl)
+                    mha__dgemm(threads, ta, tb, M, N, K, 1, A, lda, B, ldb, 0,
+                               threads == 1 ? C1 : C2, N, NULL);
+                else
+                    mha__sgemm(threads, ta, tb, M, N, K, 1, Af, lda, Bf, ldb, 0,
+                               threads == 1 ? F1 : F2, N, NULL);
+                if (threads > 1 && (dbl ? memcmp(C1, C2, M * N * sizeof *C1)
+                                        : memcmp(F1, F2, M * N * sizeof *F1)) != 0)
+                    fail_msg("%s %zux%zux%zu: %d threads differ from one", tr == 0 ? "NN"
+                             : tr == 1 ? "NT" : "TN", M, N, K, threads);
+            }
+            free(A);
+            free(B);
+            free(R);
+            free(S);
+            free(C0);
+            free(C1);
+            free(C2);
+            free(Af);
+            free(Bf);
+            free(F0);
+            free(F1);
+            free(F2);
+        }
+}
+
 /* mha__sgemm_epi: C = A·op(B) + bias gives the bits of filling C's rows with the bias and
  * calling mha__sgemm with alpha = beta = 1 (without a bias, beta = 0), on every backend the
  * rule picks (libxsmm NT and NN, BLAS for few rows, the own kernel for tiny products), split
@@ -528,6 +627,7 @@ int main(void)
         cmocka_unit_test(gemm_entry_work),
         cmocka_unit_test(gemm_epi_is_fill_add_then_rows),
         cmocka_unit_test(gemm_split_partial_vector_bits),
+        cmocka_unit_test(gemm_xsmm_k_slices),
         cmocka_unit_test(gemm_transpose_double),
         cmocka_unit_test(gemm_transpose_float),
     };
