@@ -29,9 +29,14 @@
 #include <unistd.h>
 
 /* How long a waiting thread spins before it sleeps, in microseconds, chosen by
- * bench/contention.sh (README, "Sharing the machine"). On a quiet machine 50: long enough
- * that the gaps between the loops of a training step (a few microseconds of serial work) do
- * not put the team to sleep — sleeping at once made the quiet baby GPT step 12% slower.
+ * bench/contention.sh (README, "Sharing the machine"). On a quiet machine 200: long enough
+ * that the gaps between the loops of a training step (mostly a few microseconds of serial
+ * work) do not put the team to sleep — sleeping at once made the quiet baby GPT step 12%
+ * slower. It was 50 until a count of futex calls showed the gaps longer than that: 19,382
+ * in a baby GPT float32 run (mha-gpt-bench, 110 steps and its evaluation) with 50 µs,
+ * 10,657 with 200; the step took 0.942x as long (bench/ab.sh, 12 pairs; the G2P float32
+ * step 0.955x, 4 pairs) on the 2-core Xeon of model 207, and beside a busy process it was
+ * as before (the short spin below takes over there).
  * Beside other work 5: a thread that waits gives its core back to the late one at once
  * (the baby GPT's step beside a busy process 1.54x its quiet one instead of 1.99x). Which
  * one: every PROBE_NS the owner of a loop reads the number of runnable tasks of the system

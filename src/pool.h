@@ -54,7 +54,7 @@ int mha__pool_threads(void);
  * for `runnable` tasks of which `awake` are the team's own, a loop of `threads`, `online`
  * CPUs: the busy spin when the other tasks with the loop's threads want more CPUs than
  * there are. */
-#define MHA__POOL_SPIN_US 50
+#define MHA__POOL_SPIN_US 200
 #define MHA__POOL_SPIN_BUSY_US 5
 long mha__pool_parse_runnable(const char *loadavg);
 long mha__pool_spin_us(long runnable, long awake, int threads, long online);
