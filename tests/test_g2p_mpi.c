@@ -75,17 +75,17 @@ static void g2p_mpi_matches_one_process(void **state)
 {
     (void)state;
     write_small_dict();
-    assert_int_equal(g2pn(1, "one", TINY " --steps 20 --out one"), 0);
-    assert_int_equal(g2pn(2, "two", TINY " --steps 20 --out two"), 0);
-    assert_int_equal(g2pn(3, "three", TINY " --steps 20 --out three"), 0);
+    assert_prog_status(g2pn(1, "one", TINY " --steps 20 --out one"), 0, "one");
+    assert_prog_status(g2pn(2, "two", TINY " --steps 20 --out two"), 0, "two");
+    assert_prog_status(g2pn(3, "three", TINY " --steps 20 --out three"), 0, "three");
     assert_same_trajectory("one/train_log.csv", "two/train_log.csv", 20);
     assert_same_trajectory("one/train_log.csv", "three/train_log.csv", 20);
     /* 2 ranks for 10 steps, then one process to 20: the same trajectory */
-    assert_int_equal(g2pn(2, "r1", TINY " --steps 20 --stop-after 10 --out r"), 0);
-    assert_int_equal(g2pn(1, "r2", "train --resume r/checkpoint.safetensors"), 0);
+    assert_prog_status(g2pn(2, "r1", TINY " --steps 20 --stop-after 10 --out r"), 0, "r1");
+    assert_prog_status(g2pn(1, "r2", "train --resume r/checkpoint.safetensors"), 0, "r2");
     assert_same_trajectory("one/train_log.csv", "r/train_log.csv", 20);
     /* --batch below the number of ranks is refused */
-    assert_int_equal(g2pn(3, "small", TINY " --batch 2 --steps 2 --out s"), 2);
+    assert_prog_status(g2pn(3, "small", TINY " --batch 2 --steps 2 --out s"), 2, "small");
 }
 
 /* Ranks given dictionaries of the same name but other content stop together before

@@ -178,9 +178,9 @@ static void test_mpi_matches_one_process(void **state)
     (void)state;
     write_small_text();
     assert_int_equal(gpt1("one", RUN " --steps 100 --out one"), 0);
-    assert_int_equal(gptn(2, "two", RUN " --steps 100 --out two"), 0);
+    assert_prog_status(gptn(2, "two", RUN " --steps 100 --out two"), 0, "two");
     assert_file_contains("two.out", "2 ranks (MPI), each with 3 or 3 of the 6 windows");
-    assert_int_equal(gptn(3, "three", RUN " --steps 100 --out three"), 0);
+    assert_prog_status(gptn(3, "three", RUN " --steps 100 --out three"), 0, "three");
     assert_same_trajectory("one/train_log.csv", "two/train_log.csv", 1e-5);
     assert_same_trajectory("one/train_log.csv", "three/train_log.csv", 1e-5);
     /* AdamW moves the free key bias by at most lr (1e-3) a step: 100 steps, 0.1 */
@@ -189,7 +189,7 @@ static void test_mpi_matches_one_process(void **state)
     assert_close_checkpoints("one/checkpoint.safetensors", "three/checkpoint.safetensors",
                              1e-5, 0.1);
     assert_int_equal((int)summary_number("two/summary.json", "ranks"), 2);
-    assert_int_equal(gptn(2, "after", RUN " --steps 100 --grad-sync after --out after"), 0);
+    assert_prog_status(gptn(2, "after", RUN " --steps 100 --grad-sync after --out after"), 0, "after");
     assert_same_checkpoint("two/checkpoint.safetensors", "after/checkpoint.safetensors");
 }
 
@@ -199,14 +199,14 @@ static void test_mpi_resume_across_rank_counts(void **state)
     (void)state;
     write_small_text();
     assert_int_equal(gpt1("ref", RUN " --steps 100 --out ref"), 0);
-    assert_int_equal(gptn(2, "a1", RUN " --steps 100 --stop-after 50 --out a"), 0);
+    assert_prog_status(gptn(2, "a1", RUN " --steps 100 --stop-after 50 --out a"), 0, "a1");
     assert_file_contains("a1.out", "stopped after step 50 of 100");
     assert_int_equal(gpt1("a2", "train --resume a/checkpoint.safetensors"), 0);
     assert_same_trajectory("ref/train_log.csv", "a/train_log.csv", 1e-5);
     assert_close_checkpoints("ref/checkpoint.safetensors", "a/checkpoint.safetensors", 1e-5,
                              0.1);
     assert_int_equal(gpt1("b1", RUN " --steps 100 --stop-after 50 --out b"), 0);
-    assert_int_equal(gptn(2, "b2", "train --resume b/checkpoint.safetensors"), 0);
+    assert_prog_status(gptn(2, "b2", "train --resume b/checkpoint.safetensors"), 0, "b2");
     assert_file_contains("b2.out", "2 ranks (MPI)");
     assert_same_trajectory("ref/train_log.csv", "b/train_log.csv", 1e-5);
     assert_close_checkpoints("ref/checkpoint.safetensors", "b/checkpoint.safetensors", 1e-5,
@@ -221,9 +221,9 @@ static void test_mpi_dropout(void **state)
 {
     (void)state;
     write_small_text();
-    assert_int_equal(gptn(2, "d", RUN " --steps 60 --dropout 0.1 --out d"), 0);
-    assert_int_equal(gptn(2, "e1", RUN " --steps 60 --dropout 0.1 --stop-after 30 --out e"), 0);
-    assert_int_equal(gptn(2, "e2", "train --resume e/checkpoint.safetensors"), 0);
+    assert_prog_status(gptn(2, "d", RUN " --steps 60 --dropout 0.1 --out d"), 0, "d");
+    assert_prog_status(gptn(2, "e1", RUN " --steps 60 --dropout 0.1 --stop-after 30 --out e"), 0, "e1");
+    assert_prog_status(gptn(2, "e2", "train --resume e/checkpoint.safetensors"), 0, "e2");
     assert_same_log("d/train_log.csv", "e/train_log.csv");
     assert_same_checkpoint("d/checkpoint.safetensors", "e/checkpoint.safetensors");
     assert_same_checkpoint("d/best.safetensors", "e/best.safetensors");

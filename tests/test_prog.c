@@ -106,6 +106,21 @@ pid_t start_prog(const char *exe, const char *tag, const char *args, unsigned ti
     return spawn(exe, tag, args, timeout_s, 0, 1);
 }
 
+void assert_prog_status(int got, int want, const char *tag)
+{
+    if (got == want)
+        return;
+    char path[300];
+    snprintf(path, sizeof path, "%s.err", tag);
+    size_t n = 0;
+    char *err = slurp(path, &n);
+    const size_t tail = 2000;
+    print_message("[  STDERR  ] %s (exit status %d), the end of %s:\n%s\n", tag, got, path,
+                  err == NULL ? "(unreadable)" : n > tail ? err + n - tail : err);
+    free(err);
+    fail_msg("%s: exit status %d, expected %d", tag, got, want);
+}
+
 size_t count_lines(const char *path)
 {
     size_t len, n = 0;

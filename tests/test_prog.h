@@ -53,6 +53,11 @@ pid_t start_prog(const char *exe, const char *tag, const char *args, unsigned ti
 /* Wait for a process of start_prog: its exit status, or -1 - the signal that ended it. */
 int wait_prog(pid_t pid);
 
+/* Fails the test unless a program of tag `tag` (run_prog and the like) exited with status
+ * `want`, printing the end of its <tag>.err first: a run that fails where it should not
+ * says why in the test's own output, before tmpdir_teardown removes the file. */
+void assert_prog_status(int got, int want, const char *tag);
+
 /* The number of whole lines in the file at path (0 if it cannot be read). */
 size_t count_lines(const char *path);
 
