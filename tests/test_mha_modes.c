@@ -88,6 +88,13 @@ static const mode_case cases[] = {
     /* causal cross-attention with key lengths over several row blocks of both modes */
     {.B = 2, .Sq = 130, .Sk = 200, .D = 8, .H = 2, .cross = 1, .causal = 1, .lengths = 1,
      .dropout = 0.2},
+    /* Sq <= 64 takes its rows 32 at a time (attn_stored.inc, row_block): causal Sq = 64,
+     * two blocks, the first with half the keys, dropout */
+    {.B = 2, .Sq = 64, .D = 8, .H = 2, .causal = 1, .dropout = 0.2},
+    /* Sq = 45: a short second block; causal cross-attention, key lengths (one 0), the
+     * second block's last row fully masked (so that block takes every key) */
+    {.B = 2, .Sq = 45, .Sk = 50, .D = 8, .H = 2, .cross = 1, .causal = 1, .full_row = 1,
+     .lengths = 1, .dropout = 0.1},
     /* p = 1: everything dropped */
     {.B = 1, .Sq = 33, .D = 4, .H = 1, .dropout = 1.0},
 };
