@@ -643,5 +643,6 @@ int PRIV(backward_set)(MODULE *m, CACHE *c, const REAL *x_query, const REAL *x_c
 #undef BR
 #undef BC
 #undef DC_CHUNK_ROWS
+#undef ROW_CLONES
 #undef QKV_FUSE_MAX_D
 #undef VLEN
