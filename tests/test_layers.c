@@ -291,6 +291,43 @@ static void test_layers_grad_xent(void **state)
     free(z); free(dz);
 }
 
+/* The cross-entropy backward keeps a row's exponentials for vocabularies up to 1,024 classes
+ * and computes them again beyond: on both sides of the bound (1,000 and 1,500 classes),
+ * plain and label-smoothed, dlogits = scale·(softmax(z) − q) added to what was there, q =
+ * (1 − eps)·onehot(t) + eps/V, against the softmax computed here in the same order. */
+static void test_layers_xent_wide_vocab(void **state)
+{
+    (void)state;
+    const size_t Vs[] = {1000, 1500}, N = 3;
+    const int32_t tg[3] = {7, -1, 999};
+    for (size_t k = 0; k < 2; k++)
+        for (int smooth = 0; smooth < 2; smooth++) {
+            const size_t V = Vs[k];
+            const double eps = smooth ? 0.1 : 0.0, scale = 0.5;
+            double *z = dbuf(N * V, -6, 6, 300 + k), *g = dconst(N * V, 0.25);
+            if (smooth)
+                assert_int_equal(mhad_xent_smooth_backward(N, V, z, tg, eps, scale, g), MHA_OK);
+            else
+                assert_int_equal(mhad_xent_backward(N, V, z, tg, scale, g), MHA_OK);
+            for (size_t r = 0; r < N; r++) {
+                const double *zr = z + r * V;
+                double m = zr[0], se = 0.0;
+                for (size_t v = 1; v < V; v++)
+                    m = zr[v] > m ? zr[v] : m;
+                for (size_t v = 0; v < V; v++)
+                    se += exp(zr[v] - m);
+                for (size_t v = 0; v < V; v++) {
+                    const double q = tg[r] < 0 ? 0.0
+                                               : (1.0 - eps) * ((size_t)tg[r] == v) + eps / (double)V;
+                    const double want = tg[r] < 0 ? 0.25 : 0.25 + scale * (exp(zr[v] - m) / se - q);
+                    assert_close(g[r * V + v], want, 1e-15, 1e-15);
+                }
+            }
+            free(z);
+            free(g);
+        }
+}
+
 typedef struct drop_ctx {
     size_t n;
     double p, *x, *y;
@@ -1502,6 +1539,7 @@ int main(void)
         cmocka_unit_test(test_layers_grad_gelu),
         cmocka_unit_test(test_layers_grad_embedding),
         cmocka_unit_test(test_layers_grad_xent),
+        cmocka_unit_test(test_layers_xent_wide_vocab),
         cmocka_unit_test(test_layers_grad_dropout),
         cmocka_unit_test(test_layers_grad_mlp),
         cmocka_unit_test(test_layers_grad_tied),
