@@ -373,7 +373,6 @@ static head_job make_job(const MODULE *m, const CACHE *c, size_t bh, int thread,
         job.stream = m->drop0;
         mha_pcg32_advance(&job.stream, (c->call << MHA_DROPOUT_CALL_SHIFT) +
                                            (c->drop_b0 * m->H + (uint64_t)bh) * sq * sk);
-        job.jmp = mha__drop_jump_of(job.stream.inc);
     }
     job.drop_threshold = m->drop_threshold;
     job.drop_scale = m->drop_scale;

@@ -169,18 +169,15 @@ int mha__dkvcache_bytes(const mhad_module *m, size_t batch, size_t max_len, int 
  * (for tests: both paths on one machine). Returns 1 if the AVX-512 path is in use. */
 int mha__dropout_simd(int mode);
 
-/* Eight PCG32 steps at once: state_{n+8} = state_n·a8 + c8 (a8 = a^8, c8 = inc·(1 + a + ... +
- * a^7)) for a stream of increment inc. */
-typedef struct mha__drop_jump {
-    uint64_t a8, c8;
-} mha__drop_jump;
-mha__drop_jump mha__drop_jump_of(uint64_t inc);
-
-/* The keep bits of the next 64 outputs of rng (bit j: output j >= threshold), rng advanced
- * past them: 64 mha__pcg32_step calls bit for bit, drawn as eight interleaved lanes (on
- * AVX-512 as mha__dropout_simd says). jmp = mha__drop_jump_of(rng->inc). The layers'
- * dropout and the attention module's both draw their masks with it. */
-uint64_t mha__dropout_keep_word(mha_pcg32 *rng, mha__drop_jump jmp, uint64_t threshold);
+/* The attention module's dropout, drawn and applied as the layers' is: the next n outputs
+ * of rng decide n elements (kept: output >= threshold), in order, a word of 64 at a time on
+ * eight interleaved PCG32 lanes (on AVX-512 as mha__dropout_simd says; the outputs of n
+ * mha__pcg32_step calls, bit for bit); keep bits into keep[0 .. ⌈n/64⌉) (NULL: not stored),
+ * y = x ⊙ keep·scale (no overlap unless y == x); rng advanced past them. */
+void mha__sdropout_draw(mha_pcg32 *rng, uint64_t threshold, size_t n, const float *x, float *y,
+                        uint64_t *keep, float scale);
+void mha__ddropout_draw(mha_pcg32 *rng, uint64_t threshold, size_t n, const double *x,
+                        double *y, uint64_t *keep, double scale);
 
 /* y[j] = x[j]·scale where bit j of bits is set, else 0, for j < len <= 64 (no overlap unless
  * y == x): a word of a keep mask applied as the layers' dropout applies it (on AVX-512 for a
