@@ -108,6 +108,23 @@ void fill_uniform_f(float *x, size_t n, float lo, float hi, uint64_t seed)
         x[i] = (float)(lo + (hi - lo) * mha_pcg32_double(&rng));
 }
 
+double *make_input(size_t n, uint64_t seed)
+{
+    double *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    fill_uniform(x, n, -1.0, 1.0, seed);
+    return x;
+}
+
+double *filled(size_t n, double v)
+{
+    double *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = v;
+    return x;
+}
+
 double rel_l2_diff(const double *a, const double *b, size_t n)
 {
     double num = 0.0, den = 0.0;

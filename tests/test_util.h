@@ -23,6 +23,10 @@ void assert_close_impl(double actual, double expected, double atol, double rtol,
 /* Fill x[n] with uniform values in [lo, hi) from PCG32(seed, stream 99). */
 void fill_uniform(double *x, size_t n, double lo, double hi, uint64_t seed);
 void fill_uniform_f(float *x, size_t n, float lo, float hi, uint64_t seed);
+/* A new double[n]: uniform in [−1, 1) by fill_uniform; every element v. Fail the test
+ * when out of memory. */
+double *make_input(size_t n, uint64_t seed);
+double *filled(size_t n, double v);
 
 /* The parameter tensor `in` describes (p[in->numel]) by fill_uniform: in ±0.5, a LayerNorm
  * weight in [0.5, 1.5] (away from 0). */
