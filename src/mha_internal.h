@@ -233,6 +233,16 @@ int mha__dresidual_layernorm(size_t N, size_t C, double eps, const double *x,
                              double *y, double *mean, double *rstd);
 void mha__sadd(size_t n, const float *a, const float *b, float *y);
 void mha__dadd(size_t n, const double *a, const double *b, double *y);
+/* mha__?layernorm_backward_from(N, C, x, w, mean, rstd, dy, base, dx, dw, db):
+ * mha_layernorm_backward with dx = base + LNᵀ(dy) instead of dx += LNᵀ(dy) (the bits of
+ * copying base into dx first; base may be dx; NULL: dx itself): a block's backward starts a
+ * residual's gradient from its other path without a copy pass. */
+int mha__slayernorm_backward_from(size_t N, size_t C, const float *x, const float *w,
+                                  const float *mean, const float *rstd, const float *dy,
+                                  const float *base, float *dx, float *dw, float *db);
+int mha__dlayernorm_backward_from(size_t N, size_t C, const double *x, const double *w,
+                                  const double *mean, const double *rstd, const double *dy,
+                                  const double *base, double *dx, double *dw, double *db);
 
 /* ---- The softmax's exponentials (src/layers_exp.inc, part of layers_core.c) ------------
  * mha__?exp_shift_sum(row, n, shift): row[j] := e^(row[j] − shift), exactly 0 where that
