@@ -67,6 +67,15 @@
  *   copy the entry point makes of op(B) = Bᵀ for OWN and XSMM (a tile at a time through
  *   vector registers); callers that keep a transposed operand use it too.
  *
+ * mha__?gemm_batch(threads, n, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) — the n
+ *   products C[l] = alpha·op(A[l])·B[l] + beta[l]·C[l], l = 0 .. n−1, of one shape (B not
+ *   transposed), with the bits of n calls of mha__?gemm in that order on `threads`: in one
+ *   parallel loop whose blocks of rows (those of one call) each take the n products in
+ *   order, so the C[l] may be one matrix that they add to in turn (the attention's
+ *   dX = Σ dY_l·W_l). One loop instead of n when every product is split on the same
+ *   backend other than BLAS (and n <= 4); otherwise the n calls. mha__bgemm_batch likewise
+ *   (bfloat16 products as mha__bgemm), B packed once when every B[l] is the same pointer
+ *   (the attention's dW_l = dY_lᵀ·X share X).
  * mha__?gemm_scale(M, N, s, C, ldc) — C[M, N] *= s, row stride ldc; s = 0 writes zeros
  *   whatever C held (NaN included): the pass that applies alpha or beta where a kernel
  *   cannot. */
@@ -110,7 +119,10 @@ typedef void (*mha__gemm_epi)(void *ctx, size_t r0, size_t r1);
                             size_t ldc);                                                      \
     void mha__##p##transpose(size_t rows, size_t cols, const R *in, size_t ldi, R *out,      \
                              size_t ldo);                                                     \
-    void mha__##p##gemm_scale(size_t M, size_t N, R s, R *C, size_t ldc);
+    void mha__##p##gemm_scale(size_t M, size_t N, R s, R *C, size_t ldc);                    \
+    void mha__##p##gemm_batch(int threads, size_t n, int ta, size_t M, size_t N, size_t K,    \
+                              R alpha, const R *const *A, size_t lda, const R *const *B,     \
+                              size_t ldb, const R *beta, R *const *C, size_t ldc);
 MHA__DECLARE_GEMM(float, s)
 MHA__DECLARE_GEMM(double, d)
 #undef MHA__DECLARE_GEMM
@@ -141,6 +153,9 @@ void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float
 void mha__bgemm_epi(int threads, int tb, size_t M, size_t N, size_t K, const float *A,
                     size_t lda, const float *B, size_t ldb, const float *bias, float *C,
                     size_t ldc, mha__gemm_epi epi, void *ctx);
+void mha__bgemm_batch(int threads, size_t n, int ta, size_t M, size_t N, size_t K, float alpha,
+                      const float *const *A, size_t lda, const float *const *B, size_t ldb,
+                      const float *beta, float *const *C, size_t ldc);
 void mha__bgemm_ref(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *A,
                     size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
 int mha__bf16_cpu(void);

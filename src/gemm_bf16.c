@@ -424,6 +424,70 @@ void mha__bgemm(int threads, int ta, int tb, size_t M, size_t N, size_t K, float
     bgemm_run(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc, NULL, NULL);
 }
 
+/* mha__bgemm_batch (gemm.h): B packed once when every product has the same, then each
+ * thread's rows take the products in order. */
+#define BATCH_MAX 4 /* as src/gemm_entry.inc's */
+
+typedef struct bgemm_batch {
+    size_t n, nb, nt; /* products, packed Bs (1 when shared), threads */
+    const bgemm_job *jobs;
+} bgemm_batch;
+
+static void batch_pack_task(void *ctx, size_t t, int slot)
+{
+    const bgemm_batch *b = ctx;
+    for (size_t l = 0; l < b->nb; l++)
+        job_pack_b(&b->jobs[l], t, b->nt, slot);
+}
+
+static void batch_rows_task(void *ctx, size_t t, int slot)
+{
+    const bgemm_batch *b = ctx;
+    const size_t M = b->jobs[0].M;
+    (void)slot;
+    for (size_t l = 0; l < b->n; l++)
+        job_rows(&b->jobs[l], M * t / b->nt, M * (t + 1) / b->nt);
+}
+
+void mha__bgemm_batch(int threads, size_t n, int ta, size_t M, size_t N, size_t K, float alpha,
+                      const float *const *A, size_t lda, const float *const *B, size_t ldb,
+                      const float *beta, float *const *C, size_t ldc)
+{
+    if (M == 0 || N == 0 || n == 0)
+        return;
+    const size_t Kh = (K + 1) / 2, Np = (N + 15) / 16 * 16;
+    size_t nb = 1;
+    for (size_t l = 1; l < n; l++)
+        if (B[l] != B[0])
+            nb = n;
+    /* sizes: every dimension <= INT_MAX (src/gemm.h), so these products fit size_t */
+    uint32_t *s = K > 0 && n <= BATCH_MAX && mha__bf16_cpu()
+                      ? mha__gemm_scratch((M * Kh + nb * Kh * Np) * sizeof *s)
+                      : NULL;
+    if (s == NULL) { /* the calls one by one (which also take K = 0 and no scratch) */
+        for (size_t l = 0; l < n; l++)
+            mha__bgemm(threads, ta, 0, M, N, K, alpha, A[l], lda, B[l], ldb, beta[l], C[l], ldc);
+        return;
+    }
+    int nt = threads >= 2 && M >= 2 && (double)M * N * K >= SPLIT_MIN_WORK ? threads : 1;
+    if ((size_t)nt > M)
+        nt = (int)M;
+    bgemm_job jobs[BATCH_MAX];
+    for (size_t l = 0; l < n; l++)
+        jobs[l] = (bgemm_job){ta, 0, M, N, K, Kh, Np, alpha, beta[l], A[l], B[l], NULL, lda,
+                              ldb, ldc, C[l], s, s + M * Kh + (nb == 1 ? 0 : l * Kh * Np), NULL,
+                              NULL, NULL};
+    bgemm_batch b = {n, nb, (size_t)nt, jobs};
+    if (nt == 1) {
+        batch_pack_task(&b, 0, 0);
+        batch_rows_task(&b, 0, 0);
+        return;
+    }
+    mha__pool_for(nt, (size_t)nt, batch_pack_task, &b);
+    mha__pool_for(nt, (size_t)nt, batch_rows_task, &b);
+}
+#undef BATCH_MAX
+
 void mha__bgemm_epi(int threads, int tb, size_t M, size_t N, size_t K, const float *A,
                     size_t lda, const float *B, size_t ldb, const float *bias, float *C,
                     size_t ldc, mha__gemm_epi epi, void *ctx)

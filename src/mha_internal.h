@@ -107,6 +107,26 @@ static inline void mha__dgemm_p(mha_precision p, int threads, int ta, int tb, si
     mha__dgemm(threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
+/* mha__?gemm_batch or mha__bgemm_batch by precision (src/gemm.h) */
+static inline void mha__sgemm_batch_p(mha_precision p, int threads, size_t n, int ta, size_t M,
+                                      size_t N, size_t K, float alpha, const float *const *A,
+                                      size_t lda, const float *const *B, size_t ldb,
+                                      const float *beta, float *const *C, size_t ldc)
+{
+    if (p == MHA_PRECISION_BF16)
+        mha__bgemm_batch(threads, n, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        mha__sgemm_batch(threads, n, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static inline void mha__dgemm_batch_p(mha_precision p, int threads, size_t n, int ta, size_t M,
+                                      size_t N, size_t K, double alpha, const double *const *A,
+                                      size_t lda, const double *const *B, size_t ldb,
+                                      const double *beta, double *const *C, size_t ldc)
+{
+    (void)p;
+    mha__dgemm_batch(threads, n, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* C = A·op(B) + bias (bias [N] on every row, or NULL: C = the product), C only written,
  * then epi on blocks of rows as they are final (or NULL): mha__?gemm_epi and mha__bgemm_epi
  * (src/gemm.h) — the bits of filling C's rows with the bias and adding the product. */

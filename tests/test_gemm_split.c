@@ -300,9 +300,96 @@ static void gemm_entry_work(void **state)
     free(C2);
 }
 
+/* One batch case: n products of M×N×K (ta; B not transposed) into separate C's or one
+ * shared C (shared_c, beta[0] then 1s), with one B for all (shared_b) or one each, run by
+ * `batch` and by n calls of `one` on `threads`: every element equal. Precision by `p`:
+ * 's' float, 'd' double, 'b' bfloat16 products. */
+static void batch_case(char p, int threads, int ta, size_t n, size_t M, size_t N, size_t K,
+                       int shared_b, int shared_c, double beta0, uint64_t seed)
+{
+    const size_t lda = ta ? M : K, sz = p == 'd' ? sizeof(double) : sizeof(float);
+    unsigned char *A = malloc(n * M * K * sz), *B = malloc(n * K * N * sz);
+    unsigned char *C1 = malloc(n * M * N * sz), *C2 = malloc(n * M * N * sz);
+    assert_true(A && B && C1 && C2);
+    if (p == 'd') {
+        fill_uniform((double *)A, n * M * K, -1, 1, seed);
+        fill_uniform((double *)B, n * K * N, -1, 1, seed + 1);
+        fill_uniform((double *)C1, n * M * N, -1, 1, seed + 2);
+    } else {
+        fill_uniform_f((float *)A, n * M * K, -1, 1, seed);
+        fill_uniform_f((float *)B, n * K * N, -1, 1, seed + 1);
+        fill_uniform_f((float *)C1, n * M * N, -1, 1, seed + 2);
+    }
+    memcpy(C2, C1, n * M * N * sz);
+    const void *a[4], *b[4];
+    void *c1[4], *c2[4];
+    double beta[4];
+    for (size_t l = 0; l < n; l++) {
+        a[l] = A + l * M * K * sz; /* lda: rows of M (ta) or K; a block of M·K each */
+        b[l] = B + (shared_b ? 0 : l) * K * N * sz;
+        c1[l] = C1 + (shared_c ? 0 : l) * M * N * sz;
+        c2[l] = C2 + (shared_c ? 0 : l) * M * N * sz;
+        beta[l] = l == 0 ? beta0 : 1;
+    }
+    if (p == 'd') {
+        mha__dgemm_batch(threads, n, ta, M, N, K, 1, (const double *const *)a, lda,
+                         (const double *const *)b, N, beta, (double *const *)c1, N);
+        for (size_t l = 0; l < n; l++)
+            mha__dgemm(threads, ta, 0, M, N, K, 1, a[l], lda, b[l], N, beta[l], c2[l], N, NULL);
+    } else {
+        float bf[4];
+        for (size_t l = 0; l < n; l++)
+            bf[l] = (float)beta[l];
+        if (p == 's')
+            mha__sgemm_batch(threads, n, ta, M, N, K, 1, (const float *const *)a, lda,
+                             (const float *const *)b, N, bf, (float *const *)c1, N);
+        else
+            mha__bgemm_batch(threads, n, ta, M, N, K, 1, (const float *const *)a, lda,
+                             (const float *const *)b, N, bf, (float *const *)c1, N);
+        for (size_t l = 0; l < n; l++)
+            if (p == 's')
+                mha__sgemm(threads, ta, 0, M, N, K, 1, a[l], lda, b[l], N, bf[l], c2[l], N, NULL);
+            else
+                mha__bgemm(threads, ta, 0, M, N, K, 1, a[l], lda, b[l], N, bf[l], c2[l], N);
+    }
+    assert_memory_equal(C1, C2, n * M * N * sz);
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+}
+
+/* mha__?gemm_batch and mha__bgemm_batch give the bits of their products called one by one
+ * in order: the attention's weight gradients (TN, X shared, separate C's) and its dX (NN,
+ * one C: the first product written or added to, the others added), split over 2 and 3
+ * threads with an odd row count, and below the split threshold (the calls one by one). */
+static void gemm_batch_is_the_calls(void **state)
+{
+    (void)state;
+    const char prec[] = {'s', 'd', 'b'};
+    for (size_t q = 0; q < 3; q++) {
+        if (prec[q] == 'b' && !mha_precision_available(MHA_PRECISION_BF16)) {
+            print_message("[  SKIP    ] this CPU has no %s (or MHA_DISABLE_BF16 is set): "
+                          "the bf16 batch not tested here\n",
+                          mha_precision_cpu_feature(MHA_PRECISION_BF16));
+            continue;
+        }
+        for (int threads = 1; threads <= 3; threads++) {
+            const char p = prec[q];
+            batch_case(p, threads, 1, 3, 96, 96, 640, 1, 0, 1, 61); /* dW_l += dY_lᵀ·X */
+            batch_case(p, threads, 0, 3, 640, 96, 96, 0, 1, 0, 62); /* dX = Σ dY_l·W_l */
+            batch_case(p, threads, 0, 3, 640, 96, 96, 0, 1, 1, 63); /* dX += Σ ... */
+            batch_case(p, threads, 0, 2, 45, 96, 70, 1, 0, 0.5, 64); /* odd rows, K odd */
+            batch_case(p, threads, 1, 4, 45, 72, 100, 0, 0, 1, 65);
+            batch_case(p, threads, 0, 3, 8, 8, 8, 1, 1, 0, 66); /* below the split */
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gemm_batch_is_the_calls),
         cmocka_unit_test(gemm_entry_threads),
         cmocka_unit_test(gemm_entry_work),
         cmocka_unit_test(gemm_epi_is_fill_add_then_rows),
