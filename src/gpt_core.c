@@ -144,7 +144,7 @@ int PRIV(arena_zero)(REAL *grads, size_t n)
 {
     if (grads == NULL)
         return MHA_EINVAL;
-    memset(grads, 0, n * sizeof(REAL)); /* a model's blocks' spans, a block's modules' */
+    PRIV(zero)(n, grads); /* a model's blocks' spans, a block's modules' */
     return MHA_OK;
 }
 

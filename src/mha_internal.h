@@ -253,6 +253,11 @@ int mha__dresidual_layernorm(size_t N, size_t C, double eps, const double *x,
                              double *y, double *mean, double *rstd);
 void mha__sadd(size_t n, const float *a, const float *b, float *y);
 void mha__dadd(size_t n, const double *a, const double *b, double *y);
+/* mha__?zero(n, y): y[0 .. n) = 0 on the library's threads (a model's gradients, its
+ * backward's accumulators: megabytes the calling thread alone wrote while the others
+ * waited). */
+void mha__szero(size_t n, float *y);
+void mha__dzero(size_t n, double *y);
 /* mha__?layernorm_backward_from(N, C, x, w, mean, rstd, dy, base, dx, dw, db):
  * mha_layernorm_backward with dx = base + LNᵀ(dy) instead of dx += LNᵀ(dy) (the bits of
  * copying base into dx first; base may be dx; NULL: dx itself): a block's backward starts a
