@@ -609,10 +609,10 @@ static int backward_(MODULE *m, CACHE *c, const REAL *x_query, const REAL *x_con
                         weight_of(G, D, LAYER_Q), bias_of(G, D, LAYER_Q), dx_query, dxq_set);
         const REAL *xc = c->self_attention ? x_query : x_context;
         REAL *dxc = c->self_attention ? dx_query : dx_context;
-        linear_backward(pr, m->threads, B * Sk, D, xc, weight_of(P, D, LAYER_K), c->k,
-                        weight_of(G, D, LAYER_K), bias_of(G, D, LAYER_K), dxc, 0);
-        linear_backward(pr, m->threads, B * Sk, D, xc, weight_of(P, D, LAYER_V), c->v,
-                        weight_of(G, D, LAYER_V), bias_of(G, D, LAYER_V), dxc, 0);
+        /* K's and V's, of one input: each kind of the two in one loop (proj_backward) */
+        const size_t kv[2] = {LAYER_K, LAYER_V};
+        const REAL *dkv[2] = {c->k, c->v};
+        proj_backward(pr, m->threads, B * Sk, D, 2, xc, P, G, kv, dkv, D, dxc, 0);
     }
     blas_leave(&bp);
     omp_set_num_threads(caller_threads);
