@@ -311,11 +311,8 @@ static void test_layers_xent_wide_vocab(void **state)
                 assert_int_equal(mhad_xent_backward(N, V, z, tg, scale, g), MHA_OK);
             for (size_t r = 0; r < N; r++) {
                 const double *zr = z + r * V;
-                double m = zr[0], se = 0.0;
-                for (size_t v = 1; v < V; v++)
-                    m = zr[v] > m ? zr[v] : m;
-                for (size_t v = 0; v < V; v++)
-                    se += exp(zr[v] - m);
+                double m;
+                const double se = row_sum_exp(zr, V, &m);
                 for (size_t v = 0; v < V; v++) {
                     const double q = tg[r] < 0 ? 0.0
                                                : (1.0 - eps) * ((size_t)tg[r] == v) + eps / (double)V;

@@ -615,11 +615,8 @@ static void s2s_xent_distill_value(void **state)
         if (targets[r] < 0)
             continue;
         const double *row = z + r * V;
-        double mx = row[0], se = 0;
-        for (size_t v = 0; v < V; v++)
-            mx = fmax(mx, row[v]);
-        for (size_t v = 0; v < V; v++)
-            se += exp(row[v] - mx);
+        double mx;
+        const double se = row_sum_exp(row, V, &mx);
         for (size_t v = 0; v < V; v++) {
             const double qm = (1 - w) * ((v == (size_t)targets[r] ? 1 - eps : 0) + eps / V) +
                               w * q[r * V + v];
@@ -1657,11 +1654,8 @@ static void forward_logsoftmax(mhad_s2s *m, size_t S, const int32_t *src, size_t
     const double *z = mhad_s2s_logits(m, NULL);
     for (size_t t = 0; t < T; t++) {
         const double *row = z + t * V;
-        double mx = row[0], se = 0.0;
-        for (size_t v = 1; v < V; v++)
-            mx = row[v] > mx ? row[v] : mx;
-        for (size_t v = 0; v < V; v++)
-            se += exp(row[v] - mx);
+        double mx;
+        const double se = row_sum_exp(row, V, &mx);
         for (size_t v = 0; v < V; v++)
             out[t * V + v] = row[v] - mx - log(se);
     }

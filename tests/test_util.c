@@ -125,6 +125,17 @@ double *filled(size_t n, double v)
     return x;
 }
 
+double row_sum_exp(const double *row, size_t n, double *max)
+{
+    double m = row[0], se = 0.0;
+    for (size_t v = 1; v < n; v++)
+        m = row[v] > m ? row[v] : m;
+    for (size_t v = 0; v < n; v++)
+        se += exp(row[v] - m);
+    *max = m;
+    return se;
+}
+
 double rel_l2_diff(const double *a, const double *b, size_t n)
 {
     double num = 0.0, den = 0.0;

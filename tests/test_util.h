@@ -27,6 +27,9 @@ void fill_uniform_f(float *x, size_t n, float lo, float hi, uint64_t seed);
  * when out of memory. */
 double *make_input(size_t n, uint64_t seed);
 double *filled(size_t n, double v);
+/* Σ_v exp(row[v] − m) over row[0..n), m = max_v row[v] into *max (the softmax's sum, summed
+ * in order of v): the reference the cross-entropy tests compare against. */
+double row_sum_exp(const double *row, size_t n, double *max);
 
 /* The parameter tensor `in` describes (p[in->numel]) by fill_uniform: in ±0.5, a LayerNorm
  * weight in [0.5, 1.5] (away from 0). */
