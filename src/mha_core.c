@@ -591,8 +591,8 @@ static int backward_(MODULE *m, CACHE *c, const REAL *x_query, const REAL *x_con
     /* F5 backward (out = C·W_oᵀ + b_o):
      *   dW_o += d_outᵀ·C   (D,D) += (D,B·Sq)(B·Sq,D);   db_o += Σ_rows d_out
      *   dC    = d_out·W_o  (B·Sq,D) = (B·Sq,D)(D,D)   — written over C */
-    linear_backward(pr, m->threads, B * Sq, D, c->ctx, weight_of(P, D, LAYER_O), d_out,
-                    weight_of(G, D, LAYER_O), bias_of(G, D, LAYER_O), NULL, 0);
+    const size_t lo = LAYER_O;
+    proj_backward(pr, m->threads, B * Sq, D, 1, c->ctx, P, G, &lo, &d_out, D, NULL, 0);
     context_gradient(m, c, d_out, m->threads);
 
     /* F4–F2 backward per (b, h): Q, K, V slices become dQ, dK, dV */
@@ -605,8 +605,10 @@ static int backward_(MODULE *m, CACHE *c, const REAL *x_query, const REAL *x_con
     if (c->fused) {
         qkv_backward(pr, m->threads, B * Sq, D, x_query, P, G, c->qkv, dx_query, dxq_set);
     } else { /* Q's dx first: with dxq_set it writes dx_query, the others add */
-        linear_backward(pr, m->threads, B * Sq, D, x_query, weight_of(P, D, LAYER_Q), c->q,
-                        weight_of(G, D, LAYER_Q), bias_of(G, D, LAYER_Q), dx_query, dxq_set);
+        const size_t lq = LAYER_Q;
+        const REAL *dq = c->q;
+        proj_backward(pr, m->threads, B * Sq, D, 1, x_query, P, G, &lq, &dq, D, dx_query,
+                      dxq_set);
         const REAL *xc = c->self_attention ? x_query : x_context;
         REAL *dxc = c->self_attention ? dx_query : dx_context;
         /* K's and V's, of one input: each kind of the two in one loop (proj_backward) */

@@ -362,7 +362,8 @@ static void batch_case(char p, int threads, int ta, size_t n, size_t M, size_t N
 /* mha__?gemm_batch and mha__bgemm_batch give the bits of their products called one by one
  * in order: the attention's weight gradients (TN, X shared, separate C's) and its dX (NN,
  * one C: the first product written or added to, the others added), split over 2 and 3
- * threads with an odd row count, and below the split threshold (the calls one by one). */
+ * threads with an odd row count, below the split threshold (the calls one by one), and a
+ * batch of one (the attention's output and query projections). */
 static void gemm_batch_is_the_calls(void **state)
 {
     (void)state;
@@ -382,6 +383,7 @@ static void gemm_batch_is_the_calls(void **state)
             batch_case(p, threads, 0, 2, 45, 96, 70, 1, 0, 0.5, 64); /* odd rows, K odd */
             batch_case(p, threads, 1, 4, 45, 72, 100, 0, 0, 1, 65);
             batch_case(p, threads, 0, 3, 8, 8, 8, 1, 1, 0, 66); /* below the split */
+            batch_case(p, threads, 1, 1, 96, 96, 640, 1, 0, 1, 67); /* one product */
         }
     }
 }
