@@ -167,7 +167,7 @@ static void blas_leave(const blas_policy *bp)
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
-#include "mha_proj.inc" /* linear_*, weight_of, bias_of; qkv_forward, qkv_backward */
+#include "mha_proj.inc" /* linear_forward*, weight_of, bias_of; qkv_forward, proj_backward */
 
 /* ---------------------------------------------------------------------------
  * Module lifetime and parameters
@@ -324,96 +324,7 @@ int mha_set_dropout_batch_offset(MODULE *m, uint64_t first)
 #include "attn_stored.inc"    /* head_forward_stored, head_backward_stored */
 #include "attn_recompute.inc" /* head_forward_recompute, head_backward_recompute */
 
-/* with_tensor = 0: only the causal and length rules (the STORED backward needs
- * the row limits but may not read the caller's mask tensor, which may be gone). */
-static mask_view make_mask_view(const CACHE *c, size_t b, size_t h, int with_tensor)
-{
-    const mha_mask *mask = &c->mask;
-    const size_t sq = c->sq, sk = c->sk;
-    mask_view mv = {NULL, 0, c->key_len[b]};
-    if (!c->has_mask)
-        return mv;
-    mv.causal = mask->causal;
-    if (with_tensor && mask->mask != NULL) {
-        size_t mb = mask->mask_batch == 1 ? 0 : b, mh = mask->mask_heads == 1 ? 0 : h;
-        mv.mask_bh = mask->mask + (mb * mask->mask_heads + mh) * sq * sk;
-    }
-    return mv;
-}
-
-/* for_backward: the STORED backward reads no mask (the caller may have freed it). */
-static head_job make_job(const MODULE *m, const CACHE *c, size_t bh, int thread, int for_backward)
-{
-    const size_t b = bh / m->H, h = bh % m->H, sq = c->sq, sk = c->sk, D = m->D;
-    head_job job;
-    memset(&job, 0, sizeof job);
-    job.sq = sq;
-    job.sk = sk;
-    job.hd = m->hd;
-    job.D = D;
-    job.ld = c->ld;
-    job.scale = (REAL)(1.0 / sqrt((double)m->hd));
-    job.q = c->q + b * sq * c->ld + h * m->hd;
-    job.k = c->k + b * sk * c->ld + h * m->hd;
-    job.v = c->v + b * sk * c->ld + h * m->hd;
-    job.ctx = c->ctx + b * sq * D + h * m->hd;
-    job.row_all_masked = c->row_all_masked + bh * sq;
-    job.prec = m->cfg.precision;
-    if (c->mode == MHA_ATTN_STORED) {
-        job.p = c->p + bh * sq * sk;
-        if (c->dropout)
-            job.keep = c->keep + bh * ((sq * sk + 63) / 64);
-    } else {
-        job.lse = c->lse + bh * sq;
-        job.delta = c->delta + bh * sq;
-    }
-    job.mv = make_mask_view(c, b, h, !for_backward || c->mode == MHA_ATTN_RECOMPUTE);
-    job.dropout = c->dropout;
-    if (c->dropout) {
-        job.stream = m->drop0;
-        mha_pcg32_advance(&job.stream, (c->call << MHA_DROPOUT_CALL_SHIFT) +
-                                           (c->drop_b0 * m->H + (uint64_t)bh) * sq * sk);
-    }
-    job.drop_threshold = m->drop_threshold;
-    job.drop_scale = m->drop_scale;
-    job.scratch = c->scratch + (size_t)thread * c->scratch_per_thread;
-    return job;
-}
-
-/* F2–F4 (or their backward) of every (b, h): heads write disjoint slices, each in the
- * workspace of the thread that runs it. */
-typedef struct heads_job {
-    const MODULE *m;
-    const CACHE *c;
-    int backward;
-} heads_job;
-
-static void heads_task(void *ctx, size_t bh0, size_t bh1, int slot)
-{
-    const heads_job *j = ctx;
-    for (size_t bh = bh0; bh < bh1; bh++) {
-        head_job job = make_job(j->m, j->c, bh, slot, j->backward);
-        if (j->c->mode == MHA_ATTN_STORED) {
-            if (j->backward)
-                head_backward_stored(&job);
-            else
-                head_forward_stored(&job);
-        } else {
-            if (j->backward)
-                head_backward_recompute(&job);
-            else
-                head_forward_recompute(&job);
-        }
-    }
-}
-
-static void heads_run(const MODULE *m, const CACHE *c, int backward)
-{
-    const size_t nbh = c->b * m->H;
-    const int par = (double)nbh * c->sq * c->sk * m->hd >= PARALLEL_MIN_WORK && m->threads > 1;
-    heads_job j = {m, c, backward};
-    mha__pool_range(par ? m->threads : 1, nbh, 1, heads_task, &j);
-}
+#include "attn_run.inc"       /* make_job, heads_run: every (b, h) in one loop */
 
 /* ---------------------------------------------------------------------------
  * Forward
