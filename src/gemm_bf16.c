@@ -46,6 +46,14 @@
 /* Minimum multiply-adds before the rows are split over threads (as src/gemm_core.c). */
 #define SPLIT_MIN_WORK 262144
 
+/* The threads a product's rows are split over: `threads` (at most M) when it is worth it */
+static int split_threads(int threads, size_t M, size_t N, size_t K)
+{
+    if (threads < 2 || M < 2 || (double)M * N * K < SPLIT_MIN_WORK)
+        return 1;
+    return (size_t)threads < M ? threads : (int)M;
+}
+
 /* bf16(x) as a float */
 static float bf16_round(float x) { return mha__bf16_to_float(mha__bf16_from_float(x)); }
 
@@ -389,9 +397,7 @@ static void bgemm_run(int threads, int ta, int tb, size_t M, size_t N, size_t K,
         return;
     }
     const size_t Kh = (K + 1) / 2, Np = (N + 15) / 16 * 16;
-    int nt = threads >= 2 && M >= 2 && (double)M * N * K >= SPLIT_MIN_WORK ? threads : 1;
-    if ((size_t)nt > M)
-        nt = (int)M;
+    const int nt = split_threads(threads, M, N, K);
     /* sizes: every dimension <= INT_MAX (src/gemm.h), so these products fit size_t */
     const size_t words = M * Kh + Kh * Np + (tb ? (size_t)nt * 16 * Kh : 0);
     uint32_t *s = mha__bf16_cpu() ? mha__gemm_scratch(words * sizeof *s) : NULL;
@@ -469,9 +475,7 @@ void mha__bgemm_batch(int threads, size_t n, int ta, size_t M, size_t N, size_t 
             mha__bgemm(threads, ta, 0, M, N, K, alpha, A[l], lda, B[l], ldb, beta[l], C[l], ldc);
         return;
     }
-    int nt = threads >= 2 && M >= 2 && (double)M * N * K >= SPLIT_MIN_WORK ? threads : 1;
-    if ((size_t)nt > M)
-        nt = (int)M;
+    const int nt = split_threads(threads, M, N, K);
     bgemm_job jobs[BATCH_MAX];
     for (size_t l = 0; l < n; l++)
         jobs[l] = (bgemm_job){ta, 0, M, N, K, Kh, Np, alpha, beta[l], A[l], B[l], NULL, lda,
